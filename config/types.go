@@ -1,0 +1,201 @@
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/hemra-dev/hemra/dataset"
+)
+
+// Config is one eval directory, decoded and evaluated. Every block keeps
+// its source ranges so that later stages (plan, apply) can point their
+// diagnostics at the attribute at fault.
+//
+// Dir is the absolute eval directory. It is used to find files and must
+// never enter a fingerprint: copying the eval directory elsewhere must not
+// change any plan.
+type Config struct {
+	Dir string
+
+	Hemra     *HemraBlock
+	Variables map[string]*Variable
+	Locals    map[string]cty.Value
+	Sandboxes map[string]*Sandbox
+	Harnesses map[string]*Harness
+	Datasets  map[string]*Dataset
+	Verifiers map[string]*Verifier
+	Judges    map[string]*Judge
+	Evals     map[string]*Eval
+
+	// Files holds the source of every HCL file read, keyed by the name used
+	// in diagnostic ranges (the path relative to Dir), so diagnostics can be
+	// rendered with snippets.
+	Files map[string]*hcl.File
+}
+
+// HemraBlock is the `hemra { ... }` settings block.
+type HemraBlock struct {
+	RequiredVersion string
+	DeclRange       hcl.Range
+}
+
+// Variable is a declared input variable with its final value.
+type Variable struct {
+	Name        string
+	Type        cty.Type
+	Default     cty.Value
+	Description string
+	Sensitive   bool
+	Value       cty.Value
+	DeclRange   hcl.Range
+}
+
+// Sandbox kinds.
+const (
+	KindDocker  = "docker"
+	KindLocal   = "local"
+	KindModal   = "modal"
+	KindFly     = "fly"
+	KindSprites = "sprites"
+)
+
+// Network modes of a sandbox or verifier.
+const (
+	NetworkNone   = "none"
+	NetworkBridge = "bridge"
+	NetworkOpen   = "open"
+)
+
+// Sandbox is a `sandbox "name"` block. Zero values mean "not set"; the
+// *Set fields tell an explicit zero (memory = "0", an explicit loosening)
+// from an absent attribute.
+type Sandbox struct {
+	Name     string
+	Kind     string   // one of the Kind* constants; "docker" when absent
+	Image    string   // image reference as written ("python:3.12-slim", "x@sha256:...")
+	Network  string   // one of the Network* constants; "" when absent (provider default)
+	Egress   []string // sprites only
+	Memory   int64    // bytes; 0 with MemorySet means "no limit" (a loosening)
+	MemorySet bool
+	CPUs     float64
+	Pids     int64
+	ReadOnly bool
+	User     string // "" = the operator's uid
+	App      string // fly only
+	Mounts   []Mount
+
+	DeclRange hcl.Range
+	// Attrs maps each attribute name present in the block to its range.
+	Attrs map[string]hcl.Range
+}
+
+// Mount is one `mounts` entry: "./host:/container[:rw]".
+type Mount struct {
+	Source   string // absolute host path
+	RelSource string // as written, relative to the eval directory (fingerprinted)
+	Target   string
+	Writable bool
+}
+
+// Harness is a `harness "name"` block: the agent under test.
+type Harness struct {
+	Name    string
+	Command []string // a program harness speaking the protocol
+	Builtin string   // "oracle" | "nop"
+	Driver  string   // path (relative to Dir) of a driver run inside the task's image
+	Via     string   // "harbor"
+	Agent   string   // via = "harbor": Harbor agent name
+	Model   string   // via = "harbor": model name
+
+	Sandbox *Sandbox // nil: the built-in default sandbox (docker)
+	Env     []string // names only
+	// Args is the harness's `args` value, handed to the harness in run.start.
+	// ArgsJSON is its canonical JSON encoding (sorted keys), fingerprinted.
+	Args     cty.Value
+	ArgsJSON []byte
+	Timeout  time.Duration // 0: protocol default or task.toml's [agent] timeout_sec
+	MCP      []*MCPServer
+
+	DeclRange hcl.Range
+	Attrs     map[string]hcl.Range
+}
+
+// MCPServer is a `mcp "name"` block nested in a harness.
+type MCPServer struct {
+	Name      string
+	Command   []string
+	Env       []string
+	DeclRange hcl.Range
+}
+
+// Dataset is a `dataset "name"` block with its loaded tasks.
+type Dataset struct {
+	Name    string
+	Source  string // as written
+	Include []string
+	Exclude []string
+	// Tasks are the tasks selected by Include/Exclude, sorted by name.
+	Tasks []*dataset.Task
+
+	DeclRange hcl.Range
+	Attrs     map[string]hcl.Range
+}
+
+// Verifier is a `verifier "name"` block.
+type Verifier struct {
+	Name    string
+	Network string
+	Env     []string
+	Timeout time.Duration
+	// For JSONL datasets: how the harness's output is compared with target.
+	Match         string // exact | includes | regex | numeric
+	CaseSensitive bool
+	Trim          bool
+	Tolerance     float64
+
+	DeclRange hcl.Range
+	Attrs     map[string]hcl.Range
+}
+
+// Judge is a `judge "name"` block.
+type Judge struct {
+	Name     string
+	Source   string // folder holding judge.toml and its rubric, relative to Dir
+	BaseURL  string
+	KeyEnv   string
+	Model    string
+	MaxCalls int
+
+	DeclRange hcl.Range
+	Attrs     map[string]hcl.Range
+}
+
+// Eval is an `eval "name"` block.
+type Eval struct {
+	Name      string
+	Dataset   *Dataset
+	Harnesses []*Harness
+	Attempts  int
+	Verifier  *Verifier // nil: the default verifier
+	Judges    []*Judge
+	Require   []string
+
+	DeclRange hcl.Range
+	Attrs     map[string]hcl.Range
+}
+
+// LoadOptions are the inputs of Load that do not come from the directory.
+type LoadOptions struct {
+	// Vars are -var NAME=VALUE flags in command-line order.
+	Vars []string
+	// VarFiles are -var-file paths in command-line order.
+	VarFiles []string
+	// Environ is the process environment ("NAME=value"), searched for
+	// HEMRA_VAR_* variables. Stages never read os.Environ themselves.
+	Environ []string
+	// SkipTasks loads datasets' declarations without reading their tasks
+	// (used by fmt and by commands that do not need tasks).
+	SkipTasks bool
+}

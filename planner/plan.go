@@ -1,0 +1,118 @@
+package planner
+
+import (
+	"github.com/hemra-dev/hemra/state"
+)
+
+// FormatVersion is the version of the plan's JSON form (and so of the
+// saved plan file). Bump it on any incompatible change.
+const FormatVersion = "1.0"
+
+// Action is what apply will do with one attempt.
+type Action string
+
+const (
+	ActionRun      Action = "run"       // +   never attempted
+	ActionRerun    Action = "rerun"     // -/+ agent fingerprint changed
+	ActionReverify Action = "reverify"  // ~   only the verify stage changed
+	ActionRejudge  Action = "rejudge"   // ~   only the judge stage changed
+	ActionRetry    Action = "retry"     // !   infra error or interrupted
+	ActionOrphan   Action = "orphaned"  // -   in state, no longer declared
+	ActionNoop     Action = "no-op"
+)
+
+// Symbol is the action's mark in the human plan.
+func (a Action) Symbol() string {
+	switch a {
+	case ActionRun:
+		return "+"
+	case ActionRerun:
+		return "-/+"
+	case ActionReverify, ActionRejudge:
+		return "~"
+	case ActionRetry:
+		return "!"
+	case ActionOrphan:
+		return "-"
+	}
+	return " "
+}
+
+// Plan is the result of planning: config plus prior state in, this out.
+// Text, Markdown and JSON are renderings of this one value; the saved plan
+// file holds it as JSON.
+type Plan struct {
+	FormatVersion string `json:"format_version"`
+	HemraVersion  string `json:"hemra_version"`
+
+	// Staleness guards for a saved plan.
+	StateLineage string `json:"state_lineage"`
+	StateSerial  uint64 `json:"state_serial"`
+	ConfigHash   string `json:"config_hash"`
+	LockHash     string `json:"lock_hash"`
+
+	// Images resolved, with where the digest came from.
+	Images []ImageResolution `json:"images,omitempty"`
+
+	Attempts []*PlannedAttempt `json:"attempts"` // sorted by address; no-ops included
+	Summary  Summary           `json:"summary"`
+
+	// Notes are plan-level remarks ("lock file missing an entry for ...").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ImageResolution says how an image reference became a digest.
+type ImageResolution struct {
+	Reference string `json:"reference"`
+	Digest    string `json:"digest"`
+	Source    string `json:"source"` // "digest" (pinned in the reference) | "lock" | "live"
+	Previous  string `json:"previous,omitempty"`
+	UsedBy    []string `json:"used_by,omitempty"` // block addresses, e.g. sandbox.hardened
+}
+
+// PlannedAttempt is one attempt and what apply will do with it.
+type PlannedAttempt struct {
+	Address    string `json:"address"` // eval/harness/task#n
+	Eval       string `json:"eval"`
+	Harness    string `json:"harness"`
+	Task       string `json:"task"`
+	Repetition int    `json:"repetition"`
+
+	Action  Action   `json:"action"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Changes lists changed inputs for re-run, re-verify and re-judge.
+	Changes []Change `json:"changes,omitempty"`
+
+	// Prior is the current attempt in state, if any.
+	PriorAttemptID string `json:"prior_attempt_id,omitempty"`
+
+	// Manifest is the manifest the new attempt will be recorded with
+	// (fingerprints, inputs, images, sandbox). Empty for no-op and orphaned.
+	Manifest *state.Manifest `json:"manifest,omitempty"`
+}
+
+// Change is one changed input between the prior attempt and the config.
+type Change struct {
+	Stage string `json:"stage"`
+	Path  string `json:"path"`
+	Old   string `json:"old,omitempty"`
+	New   string `json:"new,omitempty"`
+	// Diff is a unified diff for changed text files.
+	Diff string `json:"diff,omitempty"`
+}
+
+// Summary counts the attempts by action.
+type Summary struct {
+	Run       int `json:"run"`
+	Rerun     int `json:"rerun"`
+	Reverify  int `json:"reverify"`
+	Rejudge   int `json:"rejudge"`
+	Retry     int `json:"retry"`
+	Unchanged int `json:"unchanged"`
+	Orphaned  int `json:"orphaned"`
+}
+
+// Changes reports whether applying the plan would do anything.
+func (s Summary) Changes() bool {
+	return s.Run+s.Rerun+s.Reverify+s.Rejudge+s.Retry > 0
+}

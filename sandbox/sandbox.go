@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Capability is an isolation or feature guarantee a provider enforces as
+// configured. Names are part of the language (`require = [...]`).
+type Capability string
+
+const (
+	NetworkBlock    Capability = "network_block"
+	EgressAllowlist Capability = "egress_allowlist"
+	ResourceLimit   Capability = "resource_limit"
+	FilesystemMount Capability = "filesystem_mount"
+	CustomImage     Capability = "custom_image"
+	LinuxContainer  Capability = "linux_container"
+	LinuxVM         Capability = "linux_vm"
+	StreamStdio     Capability = "stream_stdio"
+	StreamLogs      Capability = "stream_logs"
+	GracefulCancel  Capability = "graceful_cancel"
+)
+
+// AllCapabilities lists every capability name, in documentation order.
+var AllCapabilities = []Capability{
+	NetworkBlock, EgressAllowlist, ResourceLimit, FilesystemMount, CustomImage,
+	LinuxContainer, LinuxVM, StreamStdio, StreamLogs, GracefulCancel,
+}
+
+// IsCapability reports whether name is a known capability.
+func IsCapability(name string) bool {
+	for _, c := range AllCapabilities {
+		if string(c) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Settings are a sandbox's settings as resolved by plan: what a provider
+// needs to start an instance. Image is always a digest reference (or a
+// locally built image ID) by the time it reaches a provider.
+type Settings struct {
+	Kind     string   `json:"kind"`
+	Image    string   `json:"image,omitempty"`
+	Network  string   `json:"network,omitempty"` // none | bridge | open
+	Egress   []string `json:"egress,omitempty"`
+	Memory   int64    `json:"memory,omitempty"` // bytes; 0 = no limit
+	CPUs     float64  `json:"cpus,omitempty"`
+	Pids     int64    `json:"pids,omitempty"`
+	ReadOnly bool     `json:"read_only,omitempty"`
+	User     string   `json:"user,omitempty"` // "" = operator's uid:gid
+	Mounts   []Mount  `json:"mounts,omitempty"`
+	Workdir  string   `json:"workdir,omitempty"` // working directory inside the sandbox
+}
+
+// Mount binds a host path into the sandbox.
+type Mount struct {
+	Source   string `json:"source"` // absolute host path (not fingerprinted)
+	Target   string `json:"target"`
+	Writable bool   `json:"writable,omitempty"`
+}
+
+// Spec describes one instance to start.
+type Spec struct {
+	Settings Settings
+	// AttemptID and Address label everything the provider creates, so that
+	// `doctor --prune` can find what a killed hemra left behind.
+	AttemptID string
+	Address   string
+	Role      string // "agent" | "verifier" | "judge"
+	// Workspace is a host folder private to this attempt (local provider:
+	// the working directory; others: a scratch folder).
+	Workspace string
+	// Env holds variable values for the instance. Values never reach a
+	// label, a recorded argument or the state; providers pass them by name.
+	Env map[string]string
+}
+
+// Provider is one sandbox kind.
+type Provider interface {
+	Kind() string
+	// Available reports whether this provider can run here, with a version
+	// or reason string for `doctor`.
+	Available(ctx context.Context) (ok bool, detail string)
+	// Capabilities returns what the provider enforces for these settings.
+	Capabilities(s Settings) []Capability
+	// Validate refuses settings the provider cannot enforce.
+	Validate(s Settings) error
+	// Start creates and starts an instance.
+	Start(ctx context.Context, spec Spec) (Instance, error)
+}
+
+// Instance is one running sandbox. Paths inside it are the provider's
+// (container paths for docker, host paths under the workspace for local);
+// Paths tells the executor where the well-known folders are.
+type Instance interface {
+	Paths() Paths
+	// Exec starts a command and streams its stdio.
+	Exec(ctx context.Context, req ExecRequest) (Process, error)
+	// Upload copies a host file or folder to path inside the instance.
+	Upload(ctx context.Context, hostPath, path string) error
+	// Download copies a file or folder inside the instance to hostPath,
+	// regular files and folders only (symlinks are skipped, never followed).
+	Download(ctx context.Context, path, hostPath string) error
+	// Snapshot captures the instance's filesystem so a verifier can start
+	// from it. The returned reference is stable while the snapshot is kept.
+	Snapshot(ctx context.Context) (string, error)
+	// Stop stops and removes the instance.
+	Stop(ctx context.Context) error
+}
+
+// Paths are the well-known folders inside an instance. In containers they
+// are Harbor's (/logs/agent, /logs/verifier, /tests, /solution) so real
+// Harbor tasks run unchanged.
+type Paths struct {
+	Workdir     string
+	AgentLogs   string
+	VerifierLogs string
+	Tests       string
+	Solution    string
+	Artifacts   string
+}
+
+// ExecRequest is one command to run in an instance.
+type ExecRequest struct {
+	Command []string
+	Env     map[string]string // values passed by name, never recorded
+	Dir     string
+	User    string
+	Stdin   bool // attach stdin (protocol harnesses)
+	// Timeout bounds the command; 0 means the context's deadline only.
+	Timeout time.Duration
+}
+
+// Process is a running command.
+type Process interface {
+	Stdin() io.WriteCloser // nil unless ExecRequest.Stdin
+	Stdout() io.Reader
+	Stderr() io.Reader
+	// Terminate asks the process (group) to stop: SIGTERM, or a container
+	// stop with grace.
+	Terminate() error
+	// Kill ends the whole process group / container at once.
+	Kill() error
+	// Wait waits for the process and everything it started to end.
+	Wait() (exitCode int, err error)
+}
