@@ -1,14 +1,27 @@
 package main
 
-// ShowCmd is `hemra show`.
+import "os"
+
+// ShowCmd is `hemra show`: a saved plan file, an attempt, a run, or the
+// latest results per eval × harness.
 type ShowCmd struct {
-	Path string `arg:"" optional:"" help:"A saved plan file or an attempt address."`
+	Path string `arg:"" optional:"" help:"A saved plan file, an attempt address, or a run id. Empty: the latest results."`
+	JSON bool   `name:"json" help:"Print JSON."`
 }
 
 func (c *ShowCmd) Help() string {
-	return `Example:
+	return `Examples:
 
-  hemra show plan.hplan`
+  hemra show                                 # latest results per eval × harness
+  hemra show plan.hplan                      # a saved plan
+  hemra show baseline/agent/hello-world#1    # one attempt, with its events and artifacts`
 }
 
-func (c *ShowCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *ShowCmd) Run(g *Globals) error {
+	if c.Path != "" {
+		if st, err := os.Stat(c.Path); err == nil && !st.IsDir() {
+			return c.showPlanFile(g)
+		}
+	}
+	return c.showResults(g)
+}
