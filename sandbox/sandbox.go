@@ -77,6 +77,11 @@ type Spec struct {
 	// Env holds variable values for the instance. Values never reach a
 	// label, a recorded argument or the state; providers pass them by name.
 	Env map[string]string
+	// Snapshot, when set, starts the instance from a reference returned by
+	// an earlier Instance.Snapshot (the verifier on the agent's filesystem)
+	// instead of Settings.Image. The local provider restores the snapshot's
+	// folders into Workspace; docker starts from the committed image.
+	Snapshot string
 }
 
 // Provider is one sandbox kind.
