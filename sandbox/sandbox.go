@@ -54,6 +54,23 @@ type Settings struct {
 	User     string   `json:"user,omitempty"` // "" = operator's uid:gid
 	Mounts   []Mount  `json:"mounts,omitempty"`
 	Workdir  string   `json:"workdir,omitempty"` // working directory inside the sandbox
+	// Build, when set, is a task image the provider builds (docker: from a
+	// Harbor task's environment/Dockerfile) instead of running Image.
+	Build *Build `json:"build,omitempty"`
+}
+
+// Build is a task image to build from a context folder. Hash covers the
+// context's files and the digests its FROM lines resolve to, and names the
+// built image, so an unchanged task is never rebuilt.
+type Build struct {
+	// Context is the absolute build context on the host (a task's
+	// environment/ folder). Like Mount.Source it is never fingerprinted.
+	Context string `json:"context"`
+	// Hash is "sha256:<hex>" over the context's files and From.
+	Hash string `json:"hash"`
+	// From maps each FROM reference of the Dockerfile to the immutable
+	// reference it was pinned to; the build uses the pinned ones.
+	From map[string]string `json:"from,omitempty"`
 }
 
 // Mount binds a host path into the sandbox.
