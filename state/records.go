@@ -9,12 +9,12 @@ import (
 type Status string
 
 const (
-	StatusPending     Status = "pending"   // recorded, not started
-	StatusAgent       Status = "agent"     // agent stage running
-	StatusVerify      Status = "verify"    // verify stage running
-	StatusJudge       Status = "judge"     // judge stage running
-	StatusFinished    Status = "finished"  // all stages ended (a task failure is finished)
-	StatusErrored     Status = "errored"   // ended in an infrastructure error
+	StatusPending     Status = "pending"  // recorded, not started
+	StatusAgent       Status = "agent"    // agent stage running
+	StatusVerify      Status = "verify"   // verify stage running
+	StatusJudge       Status = "judge"    // judge stage running
+	StatusFinished    Status = "finished" // all stages ended (a task failure is finished)
+	StatusErrored     Status = "errored"  // ended in an infrastructure error
 	StatusInterrupted Status = "interrupted"
 )
 

@@ -1,0 +1,188 @@
+package state
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	Attempts  int `json:"attempts"`
+	Addresses int `json:"addresses"`
+	Blobs     int `json:"blobs"`
+	// Problems are inconsistencies: a record naming a missing blob or
+	// attempt, a blob whose content does not match its name, an index
+	// entry out of step with the records. Each says what and where.
+	Problems []string `json:"problems,omitempty"`
+	// OrphanBlobs are blobs no record names, and temporary files a crash
+	// left behind: harmless, listed so they can be removed by hand.
+	OrphanBlobs []string `json:"orphan_blobs,omitempty"`
+}
+
+// Check reads the whole store and reports inconsistencies. It reads every
+// blob to verify its hash, so it takes as long as reading the store once.
+func (s *Store) Check() (*CheckReport, error) {
+	r := &CheckReport{}
+	named := map[string]string{} // blob -> first record naming it
+	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	err := s.View(func(v *View) error {
+		if v.tx == nil {
+			return nil
+		}
+		attempts := v.bucket(bucketAttempts)
+		history := v.bucket(bucketHistory)
+		open := v.bucket(bucketOpen)
+		lastAt := map[string]string{} // address -> newest attempt id in history
+		err := attempts.ForEach(func(k, val []byte) error {
+			r.Attempts++
+			id := string(k)
+			a, err := decodeAttempt(id, val)
+			if err != nil {
+				problem("attempts/%s: %v", id, err)
+				return nil
+			}
+			if a.ID != id {
+				problem("attempts/%s: record says id %q", id, a.ID)
+			}
+			if history.Get(historyKey(a.Address, id)) == nil {
+				problem("attempts/%s: missing from the history of %s", id, a.Address)
+			}
+			if !a.Status().Terminal() && open.Get(k) == nil {
+				problem("attempts/%s: status %s but not in the open index", id, a.Status())
+			}
+			for _, in := range a.Manifest.Inputs {
+				if in.Blob != "" {
+					named[in.Blob] = fmt.Sprintf("attempt %s input %s", id, in.Path)
+				}
+			}
+			if a.Outcome != nil {
+				for _, art := range a.Outcome.Artifacts {
+					named[art.SHA256] = fmt.Sprintf("attempt %s artifact %s", id, art.Path)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = history.ForEach(func(k, _ []byte) error {
+			addr, id, ok := strings.Cut(string(k), keySep)
+			if !ok {
+				problem("history/%q: malformed key", k)
+				return nil
+			}
+			if attempts.Get([]byte(id)) == nil {
+				problem("history of %s: attempt %s is missing", addr, id)
+			}
+			if id > lastAt[addr] {
+				lastAt[addr] = id
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = v.bucket(bucketCurrent).ForEach(func(k, val []byte) error {
+			r.Addresses++
+			cur, err := decodeCurrent(val)
+			if err != nil {
+				problem("current/%s: %v", k, err)
+				return nil
+			}
+			if attempts.Get([]byte(cur.AttemptID)) == nil {
+				problem("current/%s: attempt %s is missing", k, cur.AttemptID)
+			}
+			if last := lastAt[string(k)]; last != cur.AttemptID {
+				problem("current/%s: points at %s, but the newest attempt there is %s", k, cur.AttemptID, last)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for addr := range lastAt {
+			if v.bucket(bucketCurrent).Get([]byte(addr)) == nil {
+				problem("history of %s: no current attempt", addr)
+			}
+		}
+		return v.bucket(bucketRunAttempts).ForEach(func(k, _ []byte) error {
+			run, id, _ := strings.Cut(string(k), keySep)
+			if v.bucket(bucketRuns).Get([]byte(run)) == nil {
+				problem("run %s: missing, but attempt %s names it", run, id)
+			}
+			if attempts.Get([]byte(id)) == nil {
+				problem("run %s: attempt %s is missing", run, id)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	found := map[string]bool{}
+	root := filepath.Join(s.dir, blobsDir, "sha256")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == root && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		rel, _ := filepath.Rel(s.dir, path)
+		if !ValidSHA256(name) || filepath.Base(filepath.Dir(path)) != name[:2] {
+			r.OrphanBlobs = append(r.OrphanBlobs, rel)
+			return nil
+		}
+		r.Blobs++
+		found[name] = true
+		if sum, err := hashFile(path); err != nil {
+			problem("%s: %v", rel, err)
+		} else if sum != name {
+			problem("%s: content hashes to %s: the blob is corrupt", rel, sum)
+		}
+		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o222 != 0 {
+			problem("%s: writable (%s); blobs are read-only", rel, info.Mode().Perm())
+		}
+		if _, ok := named[name]; !ok {
+			r.OrphanBlobs = append(r.OrphanBlobs, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for sha, by := range named {
+		if !found[sha] {
+			problem("%s names blob %s, which is missing", by, sha)
+		}
+	}
+	sort.Strings(r.Problems)
+	sort.Strings(r.OrphanBlobs)
+	return r, nil
+}
+
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,278 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// View is one read transaction. Everything it returns is copied out of the
+// database, so it stays valid after the view ends. A View of a store with
+// no state.db yet is empty.
+type View struct {
+	tx *bolt.Tx // nil: no state yet
+}
+
+// View runs fn in one read transaction: one open of state.db for any number
+// of reads. Keep fn short and never write from inside it: while it runs, the
+// writer's next batch waits.
+func (s *Store) View(fn func(v *View) error) error {
+	db, err := s.openDB(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fn(&View{})
+	}
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error { return fn(&View{tx: tx}) })
+}
+
+func (v *View) bucket(name []byte) *bolt.Bucket {
+	if v.tx == nil {
+		return nil
+	}
+	return v.tx.Bucket(name)
+}
+
+// checkFormat refuses a state.db this hemra cannot read.
+func (v *View) checkFormat() error {
+	if v.tx == nil {
+		return nil
+	}
+	meta := v.bucket(bucketMeta)
+	if meta == nil {
+		if v.bucket(bucketAttempts) == nil {
+			return nil // created, never initialised: empty
+		}
+		return errOlderFormat(v.tx.DB().Path(), 0)
+	}
+	version, _, err := getUint64(meta, keyFormatVersion)
+	if err != nil {
+		return err
+	}
+	switch {
+	case version > FormatVersion:
+		return fmt.Errorf("%s has format version %d, newer than the %d this hemra reads: upgrade hemra to use this store",
+			v.tx.DB().Path(), version, FormatVersion)
+	case version < FormatVersion:
+		return errOlderFormat(v.tx.DB().Path(), version)
+	}
+	return nil
+}
+
+func errOlderFormat(path string, version uint64) error {
+	return fmt.Errorf("%s has format version %d, older than the %d this hemra reads: run `hemra apply` once to upgrade it",
+		path, version, FormatVersion)
+}
+
+// Meta is the store's format version, lineage and serial.
+func (v *View) Meta() (Meta, error) {
+	meta := v.bucket(bucketMeta)
+	if meta == nil {
+		return Meta{}, nil
+	}
+	version, _, err := getUint64(meta, keyFormatVersion)
+	if err != nil {
+		return Meta{}, err
+	}
+	serial, _, err := getUint64(meta, keySerial)
+	if err != nil {
+		return Meta{}, err
+	}
+	return Meta{FormatVersion: int(version), Lineage: string(meta.Get(keyLineage)), Serial: serial}, nil
+}
+
+// ForEachCurrent calls fn for every address with its current attempt's
+// summary, in address order. An error from fn stops the walk and is
+// returned.
+func (v *View) ForEachCurrent(fn func(addr string, c Current) error) error {
+	b := v.bucket(bucketCurrent)
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		cur, err := decodeCurrent(val)
+		if err != nil {
+			return fmt.Errorf("current %q: %w", k, err)
+		}
+		if err := fn(string(k), cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Current is the summary of addr's current attempt; false when the state
+// has none.
+func (v *View) Current(addr string) (Current, bool, error) {
+	b := v.bucket(bucketCurrent)
+	if b == nil {
+		return Current{}, false, nil
+	}
+	val := b.Get([]byte(addr))
+	if val == nil {
+		return Current{}, false, nil
+	}
+	cur, err := decodeCurrent(val)
+	if err != nil {
+		return Current{}, false, fmt.Errorf("current %q: %w", addr, err)
+	}
+	return cur, true, nil
+}
+
+// Attempt is the attempt with this id.
+func (v *View) Attempt(id string) (*Attempt, error) {
+	b := v.bucket(bucketAttempts)
+	var val []byte
+	if b != nil {
+		val = b.Get([]byte(id))
+	}
+	if val == nil {
+		return nil, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
+	}
+	return decodeAttempt(id, val)
+}
+
+// CurrentAttempt is addr's current attempt.
+func (v *View) CurrentAttempt(addr string) (*Attempt, error) {
+	cur, ok, err := v.Current(addr)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("address %q: %w", addr, ErrNotFound)
+	}
+	return v.Attempt(cur.AttemptID)
+}
+
+// History is every attempt recorded at addr, oldest first; the last one is
+// the current one. Empty when there is none.
+func (v *View) History(addr string) ([]*Attempt, error) {
+	ids := v.prefixIDs(bucketHistory, addr)
+	out := make([]*Attempt, 0, len(ids))
+	for _, id := range ids {
+		a, err := v.Attempt(id)
+		if err != nil {
+			return nil, fmt.Errorf("history of %q: %w", addr, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// prefixIDs lists the ids under key prefix + keySep in a composite-key
+// bucket.
+func (v *View) prefixIDs(bucket []byte, prefix string) []string {
+	b := v.bucket(bucket)
+	if b == nil {
+		return nil
+	}
+	p := []byte(prefix + keySep)
+	var ids []string
+	c := b.Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		ids = append(ids, string(k[len(p):]))
+	}
+	return ids
+}
+
+// Run is the apply run with this id, with the ids of its attempts.
+func (v *View) Run(id string) (*Run, error) {
+	b := v.bucket(bucketRuns)
+	var val []byte
+	if b != nil {
+		val = b.Get([]byte(id))
+	}
+	if val == nil {
+		return nil, fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	r := new(Run)
+	if err := json.Unmarshal(val, r); err != nil {
+		return nil, fmt.Errorf("run %q: %w", id, err)
+	}
+	r.Attempts = v.prefixIDs(bucketRunAttempts, id)
+	return r, nil
+}
+
+// Runs is every apply run, oldest first, each with its attempt ids.
+func (v *View) Runs() ([]*Run, error) {
+	b := v.bucket(bucketRuns)
+	if b == nil {
+		return nil, nil
+	}
+	var out []*Run
+	err := b.ForEach(func(k, val []byte) error {
+		r := new(Run)
+		if err := json.Unmarshal(val, r); err != nil {
+			return fmt.Errorf("run %q: %w", k, err)
+		}
+		r.Attempts = v.prefixIDs(bucketRunAttempts, string(k))
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+func decodeAttempt(id string, val []byte) (*Attempt, error) {
+	a := new(Attempt)
+	if err := json.Unmarshal(val, a); err != nil {
+		return nil, fmt.Errorf("attempt %q: %w", id, err)
+	}
+	return a, nil
+}
+
+// The Store's read methods each run in a View of their own. Use View to
+// read many things in one transaction.
+
+// Meta is the store's format version, lineage and serial; all zero when
+// there is no state yet.
+func (s *Store) Meta() (m Meta, err error) {
+	err = s.View(func(v *View) error { m, err = v.Meta(); return err })
+	return m, err
+}
+
+// ForEachCurrent calls fn for every address with its current attempt's
+// summary, in address order, inside one read transaction: fn must not
+// write to the store.
+func (s *Store) ForEachCurrent(fn func(addr string, c Current) error) error {
+	return s.View(func(v *View) error { return v.ForEachCurrent(fn) })
+}
+
+// Attempt is the attempt with this id; the error wraps ErrNotFound when
+// there is none.
+func (s *Store) Attempt(id string) (a *Attempt, err error) {
+	err = s.View(func(v *View) error { a, err = v.Attempt(id); return err })
+	return a, err
+}
+
+// CurrentAttempt is addr's current attempt; the error wraps ErrNotFound
+// when there is none.
+func (s *Store) CurrentAttempt(addr string) (a *Attempt, err error) {
+	err = s.View(func(v *View) error { a, err = v.CurrentAttempt(addr); return err })
+	return a, err
+}
+
+// History is every attempt recorded at addr, oldest first.
+func (s *Store) History(addr string) (h []*Attempt, err error) {
+	err = s.View(func(v *View) error { h, err = v.History(addr); return err })
+	return h, err
+}
+
+// Runs is every apply run, oldest first.
+func (s *Store) Runs() (r []*Run, err error) {
+	err = s.View(func(v *View) error { r, err = v.Runs(); return err })
+	return r, err
+}
+
+// Run is the apply run with this id; the error wraps ErrNotFound when
+// there is none.
+func (s *Store) Run(id string) (r *Run, err error) {
+	err = s.View(func(v *View) error { r, err = v.Run(id); return err })
+	return r, err
+}

@@ -1,0 +1,317 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Options says how to open a store.
+type Options struct {
+	// Writer takes the store's one writer lock; without it the store is
+	// read-only and never creates or changes a file.
+	Writer bool
+	// LockTimeout is how long a writer waits for another writer to let go
+	// before Open returns *ErrLocked. Zero refuses at once.
+	LockTimeout time.Duration
+	// Command names what holds the writer lock ("hemra apply"), for the
+	// message a second writer gets.
+	Command string
+	// BusyTimeout is how long one read, or one write batch, waits for
+	// state.db while another process is inside a transaction on it.
+	// Transactions are short, so this is a safety net. Default 30s.
+	BusyTimeout time.Duration
+}
+
+// Store is an open store folder. A reader Store holds nothing open between
+// calls; a writer Store holds writer.lock until Close and opens state.db only
+// for each batch of writes, so readers in other processes are never shut
+// out for longer than one transaction.
+type Store struct {
+	dir  string
+	opts Options
+
+	// Writer only.
+	lock    *os.File
+	reqs    chan *writeReq
+	stopped chan struct{}
+	mu      sync.RWMutex // guards closed against sends on reqs
+	closed  bool
+}
+
+// Meta is the store's identity and change counter.
+type Meta struct {
+	// FormatVersion is state.db's format; 0 when there is no state yet.
+	FormatVersion int `json:"format_version"`
+	// Lineage is a random id set when the state was created; "" when there
+	// is no state yet. Serials compare only within one lineage.
+	Lineage string `json:"lineage"`
+	// Serial grows by one with every write transaction.
+	Serial uint64 `json:"serial"`
+}
+
+// ErrReadOnly is returned by a write on a store opened without Writer.
+var ErrReadOnly = errors.New("the state is open read-only")
+
+// ErrNotFound is wrapped by lookups of an id or address the state does not
+// hold.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by a write on a closed store.
+var ErrClosed = errors.New("the state is closed")
+
+// Names of the files and folders in a store.
+const (
+	dbFile             = "state.db"
+	lockFile           = "writer.lock"
+	blobsDir           = "blobs"
+	eventsDir          = "events"
+	workDir            = "work"
+	defaultBusyTimeout = 30 * time.Second
+)
+
+// Open opens the store in dir. A reader open of a folder or state.db that
+// does not exist gives an empty store and creates nothing. A writer open
+// creates the folder (0700; an existing folder keeps its permissions) and
+// state.db, takes the writer lock, and upgrades an older format.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("state: no store folder given")
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = defaultBusyTimeout
+	}
+	s := &Store{dir: dir, opts: opts}
+	if !opts.Writer {
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			return nil, fmt.Errorf("store %s is not a folder", dir)
+		}
+		if err := s.View(func(v *View) error { return v.checkFormat() }); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return nil, fmt.Errorf("store %s is not a folder", dir)
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the store: %w", err)
+		}
+	} else {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	lock, err := takeWriterLock(filepath.Join(dir, lockFile), opts.Command, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	for _, sub := range []string{filepath.Join(blobsDir, "sha256"), eventsDir, workDir} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			releaseWriterLock(lock)
+			return nil, fmt.Errorf("creating the store: %w", err)
+		}
+	}
+	if err := s.initDB(); err != nil {
+		releaseWriterLock(lock)
+		return nil, err
+	}
+	s.reqs = make(chan *writeReq, 64)
+	s.stopped = make(chan struct{})
+	go s.commitLoop()
+	return s, nil
+}
+
+// Close lets go of the writer lock after every pending write is committed.
+// Closing a reader does nothing. Close may be called more than once.
+func (s *Store) Close() error {
+	if !s.opts.Writer {
+		return nil
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.reqs)
+	s.mu.Unlock()
+	<-s.stopped
+	return releaseWriterLock(s.lock)
+}
+
+// Dir is the store folder.
+func (s *Store) Dir() string { return s.dir }
+
+// Writer reports whether the store was opened as the writer.
+func (s *Store) Writer() bool { return s.opts.Writer }
+
+// EventLogPath is the append-only JSONL event log of an attempt, written by
+// the executor.
+func (s *Store) EventLogPath(attemptID string) string {
+	return filepath.Join(s.dir, eventsDir, fileSafe(attemptID)+".jsonl")
+}
+
+// WorkDir is an attempt's workspace folder (app/, logs/, artifacts/, ...).
+func (s *Store) WorkDir(attemptID string) string {
+	return filepath.Join(s.dir, workDir, fileSafe(attemptID))
+}
+
+// fileSafe keeps an id that AddAttempt would refuse from naming a path
+// outside its folder.
+func fileSafe(id string) string {
+	if validID(id) {
+		return id
+	}
+	return "invalid-" + hex.EncodeToString([]byte(id))
+}
+
+// validID accepts the ids NewID makes and other plain ones (imports).
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// openDB opens state.db for one transaction. See pollFlock for why the
+// flock is taken before bbolt's.
+func (s *Store) openDB(write bool) (*bolt.DB, error) {
+	path := filepath.Join(s.dir, dbFile)
+	timeout := s.opts.BusyTimeout
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		ReadOnly: !write,
+		Timeout:  timeout,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			if err != nil {
+				return nil, err
+			}
+			if err := pollFlock(f, write, timeout); err != nil {
+				f.Close()
+				return nil, err
+			}
+			return f, nil
+		},
+	})
+	if errors.Is(err, errBusy) || errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%s is busy: another process has held it for more than %s", path, timeout)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return db, err
+}
+
+// initDB creates or upgrades state.db. Only a writer calls it.
+func (s *Store) initDB() error {
+	db, err := s.openDB(true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var version uint64
+	var fresh bool
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			fresh = tx.Bucket(bucketAttempts) == nil
+			return nil
+		}
+		v, _, err := getUint64(meta, keyFormatVersion)
+		version = v
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", filepath.Join(s.dir, dbFile), err)
+	}
+	switch {
+	case fresh:
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, name := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bucketMeta)
+			if err := putUint64(meta, keyFormatVersion, FormatVersion); err != nil {
+				return err
+			}
+			if err := meta.Put(keyLineage, []byte(newLineage())); err != nil {
+				return err
+			}
+			return putUint64(meta, keySerial, 0)
+		})
+	case version > FormatVersion:
+		return errNewerFormat(s.dir, version)
+	case version < FormatVersion:
+		return db.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			for v := int(version); v < FormatVersion; v++ {
+				migrate, ok := migrations[v]
+				if !ok {
+					return fmt.Errorf("state.db format %d has no upgrade to %d", v, v+1)
+				}
+				if err := migrate(tx); err != nil {
+					return fmt.Errorf("upgrading state.db from format %d to %d: %w", v, v+1, err)
+				}
+			}
+			if meta.Get(keyLineage) == nil {
+				if err := meta.Put(keyLineage, []byte(newLineage())); err != nil {
+					return err
+				}
+			}
+			if err := putUint64(meta, keyFormatVersion, FormatVersion); err != nil {
+				return err
+			}
+			return bumpSerial(tx)
+		})
+	}
+	return nil
+}
+
+func errNewerFormat(dir string, version uint64) error {
+	return fmt.Errorf("%s has format version %d, newer than the %d this hemra reads: upgrade hemra to use this store",
+		filepath.Join(dir, dbFile), version, FormatVersion)
+}
+
+func newLineage() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // a version 4 UUID, as Terraform's lineage
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func bumpSerial(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errors.New("state.db has no meta bucket")
+	}
+	serial, _, err := getUint64(meta, keySerial)
+	if err != nil {
+		return err
+	}
+	return putUint64(meta, keySerial, serial+1)
+}

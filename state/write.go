@@ -1,0 +1,494 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Writes go through one goroutine that commits them in batches: each batch
+// is one bbolt transaction (with the serial bumped once), opened and closed
+// around the transaction so that readers in other processes can open
+// state.db between batches. A write call returns once its batch is durable.
+
+// writeReq is one write waiting for its batch.
+type writeReq struct {
+	fn   func(tx *bolt.Tx) error
+	done chan error
+}
+
+const (
+	// batchGap is how long state.db stays closed after a batch before the
+	// next one opens it, so that readers waiting for it get their turn
+	// even while writes arrive without pause. Writes that arrive meanwhile
+	// join the next batch.
+	batchGap = 2 * time.Millisecond
+	// maxBatch bounds the writes in one transaction.
+	maxBatch = 1000
+)
+
+// update queues fn for the next batch and waits until it is committed. fn
+// may run more than once (a batch whose other write failed is retried
+// without it), so it must only touch the transaction.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if !s.opts.Writer {
+		return ErrReadOnly
+	}
+	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	s.reqs <- req
+	s.mu.RUnlock()
+	return <-req.done
+}
+
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	var lastClose time.Time
+	for first := range s.reqs {
+		batch := []*writeReq{first}
+		gap := time.NewTimer(time.Until(lastClose.Add(batchGap)))
+	collect:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, r)
+			case <-gap.C:
+				// Take what is already queued, then commit.
+				for len(batch) < maxBatch {
+					select {
+					case r, ok := <-s.reqs:
+						if !ok {
+							break collect
+						}
+						batch = append(batch, r)
+					default:
+						break collect
+					}
+				}
+			}
+		}
+		gap.Stop()
+		s.commit(batch)
+		lastClose = time.Now()
+	}
+}
+
+// commit runs a batch in one transaction. A write that fails is answered
+// with its error and the batch is retried without it, so one bad write
+// never takes the others down with it.
+func (s *Store) commit(batch []*writeReq) {
+	db, err := s.openDB(true)
+	if err != nil {
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	defer db.Close()
+	for len(batch) > 0 {
+		var failed *writeReq
+		var failErr error
+		err := db.Update(func(tx *bolt.Tx) error {
+			for _, r := range batch {
+				if err := r.fn(tx); err != nil {
+					failed, failErr = r, err
+					return err
+				}
+			}
+			return bumpSerial(tx)
+		})
+		if failed == nil {
+			for _, r := range batch {
+				r.done <- err
+			}
+			return
+		}
+		failed.done <- failErr
+		rest := batch[:0:0]
+		for _, r := range batch {
+			if r != failed {
+				rest = append(rest, r)
+			}
+		}
+		batch = rest
+	}
+}
+
+// AddAttempt records a new attempt, which becomes its address's current
+// one; earlier attempts at the address stay in its history. An empty ID is
+// filled in with NewID. A blob the attempt names must be stored first.
+func (s *Store) AddAttempt(a *Attempt) error { return s.AddAttempts([]*Attempt{a}) }
+
+// AddAttempts records many attempts in one transaction: all or none. For
+// bulk loads (imports, benchmarks); the executor adds one at a time.
+func (s *Store) AddAttempts(as []*Attempt) error {
+	type prepared struct {
+		a   *Attempt
+		rec []byte
+		cur []byte
+	}
+	seen := make(map[string]bool, len(as))
+	prep := make([]prepared, 0, len(as))
+	for _, a := range as {
+		if a.ID == "" {
+			a.ID = NewID()
+		}
+		if !validID(a.ID) {
+			return fmt.Errorf("attempt id %q: only letters, digits, '-' and '_' are allowed", a.ID)
+		}
+		if a.Address == "" || strings.Contains(a.Address, keySep) {
+			return fmt.Errorf("attempt %s: address %q is empty or holds a NUL byte", a.ID, a.Address)
+		}
+		if strings.Contains(a.RunID, keySep) {
+			return fmt.Errorf("attempt %s: run id %q holds a NUL byte", a.ID, a.RunID)
+		}
+		if seen[a.ID] {
+			return fmt.Errorf("attempt %s is given twice", a.ID)
+		}
+		seen[a.ID] = true
+		for i := range a.Transitions {
+			if a.Transitions[i].At.IsZero() {
+				a.Transitions[i].At = now()
+			}
+		}
+		rec, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("attempt %s: %w", a.ID, err)
+		}
+		cur, err := encodeCurrent(currentOf(a))
+		if err != nil {
+			return err
+		}
+		prep = append(prep, prepared{a, rec, cur})
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		attempts, current, history := tx.Bucket(bucketAttempts), tx.Bucket(bucketCurrent), tx.Bucket(bucketHistory)
+		open, runAttempts := tx.Bucket(bucketOpen), tx.Bucket(bucketRunAttempts)
+		for _, p := range prep {
+			id := []byte(p.a.ID)
+			if attempts.Get(id) != nil {
+				return fmt.Errorf("attempt %s is already recorded: attempts are never overwritten", p.a.ID)
+			}
+			if err := attempts.Put(id, p.rec); err != nil {
+				return err
+			}
+			if err := history.Put(historyKey(p.a.Address, p.a.ID), nil); err != nil {
+				return err
+			}
+			if err := current.Put([]byte(p.a.Address), p.cur); err != nil {
+				return err
+			}
+			if !p.a.Status().Terminal() {
+				if err := open.Put(id, nil); err != nil {
+					return err
+				}
+			}
+			if p.a.RunID != "" {
+				if err := runAttempts.Put(runAttemptKey(p.a.RunID, p.a.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// now is the time recorded in transitions and runs: UTC, so records read the
+// same on every machine.
+func now() time.Time { return time.Now().UTC() }
+
+// Transition records an attempt's next status. A zero t.At is now. An
+// attempt that has ended takes no more transitions.
+func (s *Store) Transition(attemptID string, t Transition) error {
+	if t.At.IsZero() {
+		t.At = now()
+	}
+	if t.Status == "" {
+		return fmt.Errorf("attempt %s: transition without a status", attemptID)
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		return changeAttempt(tx, attemptID, func(a *Attempt) error {
+			if st := a.Status(); st.Terminal() {
+				return fmt.Errorf("attempt %s has ended (%s): no transition to %s", attemptID, st, t.Status)
+			}
+			a.Transitions = append(a.Transitions, t)
+			return nil
+		})
+	})
+}
+
+// Finish records how an attempt ended: its final status (finished, errored
+// or interrupted) and its outcome. The outcome's FinishedAt, when set, is
+// the time of the final transition.
+func (s *Store) Finish(attemptID string, final Status, o *Outcome) error {
+	if !final.Terminal() {
+		return fmt.Errorf("attempt %s: %q is not a final status", attemptID, final)
+	}
+	var out Outcome
+	if o != nil {
+		out = *o
+	}
+	if out.Class == "" {
+		switch final {
+		case StatusErrored:
+			out.Class = ClassInfraError
+		case StatusInterrupted:
+			out.Class = ClassInterrupted
+		}
+	}
+	t := Transition{Status: final, At: out.FinishedAt.UTC(), Note: firstLine(out.Error)}
+	if out.FinishedAt.IsZero() {
+		t.At = now()
+		out.FinishedAt = t.At
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		return changeAttempt(tx, attemptID, func(a *Attempt) error {
+			if st := a.Status(); st.Terminal() {
+				return fmt.Errorf("attempt %s has ended (%s) already", attemptID, st)
+			}
+			if out.StartedAt.IsZero() && len(a.Transitions) > 0 {
+				out.StartedAt = a.Transitions[0].At
+			}
+			a.Transitions = append(a.Transitions, t)
+			o := out
+			a.Outcome = &o
+			return nil
+		})
+	})
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// changeAttempt loads an attempt, lets change edit it, and stores it with
+// its current summary (when it is still its address's current attempt)
+// and its place in the open index.
+func changeAttempt(tx *bolt.Tx, id string, change func(a *Attempt) error) error {
+	attempts := tx.Bucket(bucketAttempts)
+	val := attempts.Get([]byte(id))
+	if val == nil {
+		return fmt.Errorf("attempt %q: %w", id, ErrNotFound)
+	}
+	a, err := decodeAttempt(id, val)
+	if err != nil {
+		return err
+	}
+	if err := change(a); err != nil {
+		return err
+	}
+	rec, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	if err := attempts.Put([]byte(id), rec); err != nil {
+		return err
+	}
+	if a.Status().Terminal() {
+		if err := tx.Bucket(bucketOpen).Delete([]byte(id)); err != nil {
+			return err
+		}
+	}
+	current := tx.Bucket(bucketCurrent)
+	if val := current.Get([]byte(a.Address)); val != nil {
+		cur, err := decodeCurrent(val)
+		if err != nil {
+			return err
+		}
+		if cur.AttemptID == id {
+			newCur := currentOf(a)
+			if !a.Status().Terminal() {
+				newCur.SnapshotKept = cur.SnapshotKept
+			}
+			enc, err := encodeCurrent(newCur)
+			if err != nil {
+				return err
+			}
+			return current.Put([]byte(a.Address), enc)
+		}
+	}
+	return nil
+}
+
+// SetSnapshotKept records whether the agent snapshot of an attempt still
+// exists, so that plan upgrades a re-verify to a re-run once it is gone.
+// Only the current attempt of an address matters to plan; for an older
+// attempt this only checks that the attempt exists.
+func (s *Store) SetSnapshotKept(attemptID string, kept bool) error {
+	return s.update(func(tx *bolt.Tx) error {
+		val := tx.Bucket(bucketAttempts).Get([]byte(attemptID))
+		if val == nil {
+			return fmt.Errorf("attempt %q: %w", attemptID, ErrNotFound)
+		}
+		a, err := decodeAttempt(attemptID, val)
+		if err != nil {
+			return err
+		}
+		current := tx.Bucket(bucketCurrent)
+		cval := current.Get([]byte(a.Address))
+		if cval == nil {
+			return nil
+		}
+		cur, err := decodeCurrent(cval)
+		if err != nil || cur.AttemptID != attemptID {
+			return err
+		}
+		cur.SnapshotKept = kept
+		enc, err := encodeCurrent(cur)
+		if err != nil {
+			return err
+		}
+		return current.Put([]byte(a.Address), enc)
+	})
+}
+
+// BeginRun records a new apply run. Empty fields are filled in: ID, start
+// time, host, pid and status "running".
+func (s *Store) BeginRun(r *Run) error {
+	if r.ID == "" {
+		r.ID = NewID()
+	}
+	if !validID(r.ID) {
+		return fmt.Errorf("run id %q: only letters, digits, '-' and '_' are allowed", r.ID)
+	}
+	if r.StartedAt.IsZero() {
+		r.StartedAt = now()
+	}
+	if r.Host == "" {
+		r.Host, _ = os.Hostname()
+	}
+	if r.PID == 0 {
+		r.PID = os.Getpid()
+	}
+	if r.Status == "" {
+		r.Status = "running"
+	}
+	rec := *r
+	rec.Attempts = nil // kept in run_attempts
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		runs := tx.Bucket(bucketRuns)
+		if runs.Get([]byte(r.ID)) != nil {
+			return fmt.Errorf("run %s is already recorded", r.ID)
+		}
+		return runs.Put([]byte(r.ID), val)
+	})
+}
+
+// FinishRun records the end of a run: its final status (finished,
+// interrupted or errored) and the time.
+func (s *Store) FinishRun(id, status string) error {
+	at := now()
+	return s.update(func(tx *bolt.Tx) error {
+		return changeRun(tx, id, func(r *Run) {
+			r.Status = status
+			r.FinishedAt = at
+		})
+	})
+}
+
+func changeRun(tx *bolt.Tx, id string, change func(r *Run)) error {
+	runs := tx.Bucket(bucketRuns)
+	val := runs.Get([]byte(id))
+	if val == nil {
+		return fmt.Errorf("run %q: %w", id, ErrNotFound)
+	}
+	var r Run
+	if err := json.Unmarshal(val, &r); err != nil {
+		return fmt.Errorf("run %q: %w", id, err)
+	}
+	change(&r)
+	r.Attempts = nil
+	enc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return runs.Put([]byte(id), enc)
+}
+
+// interruptedNote is the note of the transition RecoverInterrupted records.
+const interruptedNote = "hemra exited while the attempt was running"
+
+// RecoverInterrupted marks every attempt that had not ended as interrupted
+// (class interrupted), and every run still "running" as interrupted: a
+// writer that gets the lock knows no other hemra is running them. Call it
+// right after Open. It returns how many attempts it marked, and writes
+// nothing when there are none.
+func (s *Store) RecoverInterrupted() (int, error) {
+	if !s.opts.Writer {
+		return 0, ErrReadOnly
+	}
+	var openIDs, runIDs []string
+	err := s.View(func(v *View) error {
+		if b := v.bucket(bucketOpen); b != nil {
+			_ = b.ForEach(func(k, _ []byte) error { openIDs = append(openIDs, string(k)); return nil })
+		}
+		runs, err := v.Runs()
+		for _, r := range runs {
+			if r.Status == "running" {
+				runIDs = append(runIDs, r.ID)
+			}
+		}
+		return err
+	})
+	if err != nil || len(openIDs) == 0 && len(runIDs) == 0 {
+		return 0, err
+	}
+	at := now()
+	err = s.update(func(tx *bolt.Tx) error {
+		for _, id := range openIDs {
+			err := changeAttempt(tx, id, func(a *Attempt) error {
+				if a.Status().Terminal() {
+					return nil
+				}
+				a.Transitions = append(a.Transitions, Transition{Status: StatusInterrupted, At: at, Note: interruptedNote})
+				if a.Outcome == nil {
+					a.Outcome = &Outcome{}
+				}
+				a.Outcome.Class = ClassInterrupted
+				if a.Outcome.StartedAt.IsZero() && len(a.Transitions) > 0 {
+					a.Outcome.StartedAt = a.Transitions[0].At
+				}
+				a.Outcome.FinishedAt = at
+				return nil
+			})
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			// An open entry without its attempt cannot happen in one
+			// transaction; drop it if it ever does.
+			if err := tx.Bucket(bucketOpen).Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+		for _, id := range runIDs {
+			if err := changeRun(tx, id, func(r *Run) { r.Status = "interrupted"; r.FinishedAt = at }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(openIDs), nil
+}
