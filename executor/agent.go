@@ -1,0 +1,307 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// Built-in harnesses.
+const (
+	BuiltinOracle = "oracle"
+	BuiltinNop    = "nop"
+)
+
+// agentDeadline is the harness's timeout, else task.toml's [agent]
+// timeout_sec, else 15 minutes.
+func (j *job) agentDeadline() time.Duration {
+	if j.harness.Timeout > 0 {
+		return j.harness.Timeout
+	}
+	if j.task.Config != nil && j.task.Config.Agent.TimeoutSec > 0 {
+		return time.Duration(j.task.Config.Agent.TimeoutSec * float64(time.Second))
+	}
+	return defaultAgentTimeout
+}
+
+// agentStage runs the harness. For a Harbor task it leaves a snapshot of
+// the agent's filesystem for the verifier; artifacts are copied out, the
+// instance is stopped, and only then are the artifacts read and stored.
+func (a *attemptRun) agentStage(ctx context.Context) error {
+	j := a.j
+	if j.task.Kind == "jsonl" && j.harness.Builtin != "" {
+		// A built-in on a JSONL task has nothing to run: no solution,
+		// no instance.
+		a.log.note("builtin", "agent", j.harness.Builtin+": nothing to run for a JSONL task")
+		return nil
+	}
+	if err := a.prepareWorkspace(); err != nil {
+		return err
+	}
+	spec := sandbox.Spec{
+		Settings:  j.settings,
+		AttemptID: a.id,
+		Address:   j.pa.Address,
+		Role:      "agent",
+		Workspace: a.ws,
+		Env:       j.env,
+	}
+	inst, err := j.provider.Start(ctx, spec)
+	if err != nil {
+		return infraErr("starting the %s sandbox: %v", j.settings.Kind, err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = stopInstance(ctx, inst)
+		}
+	}()
+	if err := a.uploadEnvironment(ctx, inst); err != nil {
+		return err
+	}
+
+	runErr := a.runHarness(ctx, inst)
+	if runErr != nil {
+		var se *stageError
+		if !errors.As(runErr, &se) || se.class != state.ClassAgentTimeout {
+			return runErr
+		}
+		// A timed-out agent is still verified, as Harbor does.
+		a.agentTimedOut = true
+		a.out.Error = se.msg
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	if j.task.Kind != "jsonl" {
+		ref, err := inst.Snapshot(ctx)
+		if err != nil {
+			return infraErr("snapshotting the agent's sandbox for the verifier: %v", err)
+		}
+		a.snapshot, a.out.Snapshot = ref, ref
+	}
+	hostArtifacts := filepath.Join(a.ws, "collected", "artifacts")
+	if err := os.MkdirAll(filepath.Dir(hostArtifacts), 0o700); err != nil {
+		return infraErr("preparing the workspace: %v", err)
+	}
+	dlErr := inst.Download(ctx, inst.Paths().Artifacts, hostArtifacts)
+	stopped = true
+	if err := stopInstance(ctx, inst); err != nil {
+		return infraErr("stopping the agent's sandbox: %v", err)
+	}
+	if dlErr != nil && !errors.Is(dlErr, os.ErrNotExist) {
+		return infraErr("copying the artifacts out of the sandbox: %v", dlErr)
+	}
+	return a.storeArtifacts(hostArtifacts)
+}
+
+// uploadEnvironment copies a Harbor task's environment/ files into the
+// working directory when the task builds no image from them (Harbor does
+// the same for tasks with neither a Dockerfile nor a compose file).
+func (a *attemptRun) uploadEnvironment(ctx context.Context, inst sandbox.Instance) error {
+	t := a.j.task
+	if t.Kind == "jsonl" || t.Dir == "" || t.HasDockerfile() || t.HasCompose() || len(t.Environment) == 0 {
+		return nil
+	}
+	dir := filepath.Join(t.Dir, "environment")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return infraErr("reading the task's environment/: %v", err)
+	}
+	for _, e := range entries {
+		if err := inst.Upload(ctx, filepath.Join(dir, e.Name()), path.Join(inst.Paths().Workdir, e.Name())); err != nil {
+			return infraErr("copying environment/%s into the sandbox: %v", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// runHarness runs the agent stage's command: the oracle's solve.sh,
+// nothing for nop, or a program harness speaking the protocol.
+func (a *attemptRun) runHarness(ctx context.Context, inst sandbox.Instance) error {
+	h := a.j.harness
+	switch h.Builtin {
+	case BuiltinNop:
+		a.log.note("builtin", "agent", "nop: does nothing")
+		return nil
+	case BuiltinOracle:
+		return a.runOracle(ctx, inst)
+	case "":
+		if len(h.Command) == 0 {
+			return infraErr("harness %q has no command (driver and via harnesses are not supported yet)", h.Name)
+		}
+		return a.runProgram(ctx, inst)
+	}
+	return infraErr("unknown built-in harness %q", h.Builtin)
+}
+
+// runOracle uploads the task's solution/ and runs solve.sh from the
+// working directory. Its exit code is recorded; the verifier decides.
+func (a *attemptRun) runOracle(ctx context.Context, inst sandbox.Instance) error {
+	t := a.j.task
+	if len(t.Solution) == 0 || t.Dir == "" {
+		return &stageError{state.ClassTaskFailure, "oracle: the task has no solution/solve.sh"}
+	}
+	p := inst.Paths()
+	if err := inst.Upload(ctx, filepath.Join(t.Dir, "solution"), p.Solution); err != nil {
+		return infraErr("copying solution/ into the sandbox: %v", err)
+	}
+	res, err := runCommand(ctx, inst, sandbox.ExecRequest{
+		Command: []string{"sh", path.Join(p.Solution, "solve.sh")},
+		Env:     mergeEnv(pathEnv(p), a.j.env),
+		Dir:     p.Workdir,
+	}, a.j.agentDeadline())
+	if err != nil {
+		return infraErr("running solve.sh: %v", err)
+	}
+	a.out.AgentExit = res.exit
+	a.out.StderrTail = res.stderr
+	a.log.line(hemraLine{Type: "exit", Stage: "agent", Note: "solve.sh", Exit: &res.exit, Tail: res.stdout})
+	if res.timedOut {
+		return &stageError{state.ClassAgentTimeout, fmt.Sprintf("solve.sh did not finish within %s", a.j.agentDeadline())}
+	}
+	return nil
+}
+
+// pathEnv tells a command where the well-known folders are, so one task
+// script works on the local sandbox and in a container.
+func pathEnv(p sandbox.Paths) map[string]string {
+	return map[string]string{
+		"HEMRA_WORKDIR":       p.Workdir,
+		"HEMRA_AGENT_LOGS":    p.AgentLogs,
+		"HEMRA_VERIFIER_LOGS": p.VerifierLogs,
+		"HEMRA_TESTS_DIR":     p.Tests,
+		"HEMRA_SOLUTION_DIR":  p.Solution,
+		"HEMRA_ARTIFACTS_DIR": p.Artifacts,
+	}
+}
+
+func mergeEnv(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// commandResult is how a non-protocol command (solve.sh, test.sh) ended.
+type commandResult struct {
+	exit     int
+	timedOut bool
+	stdout   string // tails
+	stderr   string
+}
+
+// tailSize bounds the output of a command kept in memory and recorded.
+const tailSize = 4 << 10
+
+// killGrace is how long a command has between SIGTERM and SIGKILL.
+const killGrace = 5 * time.Second
+
+// runCommand runs a command to its end or its timeout (SIGTERM, then
+// SIGKILL to the whole group), keeping the tails of its output. On ctx
+// cancellation it stops the command the same way and returns ctx's error.
+func runCommand(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration) (commandResult, error) {
+	var res commandResult
+	proc, err := inst.Exec(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	if w := proc.Stdin(); w != nil {
+		_ = w.Close()
+	}
+	outTail, errTail := &tail{max: tailSize}, &tail{max: tailSize}
+	copied := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(outTail, proc.Stdout()); copied <- struct{}{} }()
+	go func() { _, _ = io.Copy(errTail, proc.Stderr()); copied <- struct{}{} }()
+	waited := make(chan struct{})
+	var mu sync.Mutex
+	var code int
+	var werr error
+	go func() {
+		<-copied
+		<-copied
+		c, err := proc.Wait()
+		mu.Lock()
+		code, werr = c, err
+		mu.Unlock()
+		close(waited)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	stop := func() {
+		_ = proc.Terminate()
+		select {
+		case <-waited:
+		case <-time.After(killGrace):
+			_ = proc.Kill()
+			select {
+			case <-waited:
+			case <-time.After(killGrace):
+				// Something outside the group holds the pipes open; give
+				// up on it rather than hang the attempt.
+			}
+		}
+	}
+	select {
+	case <-waited:
+	case <-timer.C:
+		res.timedOut = true
+		stop()
+	case <-ctx.Done():
+		stop()
+		res.stdout, res.stderr = outTail.String(), errTail.String()
+		return res, ctx.Err()
+	}
+	mu.Lock()
+	res.exit = code
+	waitErr := werr
+	mu.Unlock()
+	res.stdout, res.stderr = outTail.String(), errTail.String()
+	if waitErr != nil && !res.timedOut {
+		return res, waitErr
+	}
+	return res, nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+	cut bool
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.ToValidUTF8(string(t.buf), "\uFFFD")
+	if t.cut {
+		return "..." + s
+	}
+	return s
+}

@@ -1,0 +1,296 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// classUnscored is the class of a JSONL attempt with no target and no
+// judge: it finished, and nothing scored it. Not retried.
+const classUnscored state.Class = "unscored"
+
+// defaultAgentTimeout is the agent deadline when neither the harness nor
+// task.toml sets one.
+const defaultAgentTimeout = 15 * time.Minute
+
+// defaultVerifierTimeout is Harbor's default [verifier] timeout_sec.
+const defaultVerifierTimeout = 600 * time.Second
+
+// stopTimeout bounds stopping an instance, which runs even after the apply
+// was cancelled.
+const stopTimeout = 60 * time.Second
+
+// attemptRun is one attempt in flight.
+type attemptRun struct {
+	e   *executor
+	j   *job
+	id  string
+	log *eventLog
+	out *state.Outcome
+	ws  string // host workspace: <store>/work/<id>
+
+	agentTimedOut bool
+	agentOutput   json.RawMessage // the harness's final output (JSONL compare)
+	snapshot      string
+	halted        bool // a stage ended the attempt early (error or interruption)
+}
+
+// stageError ends an attempt with a class and a message.
+type stageError struct {
+	class state.Class
+	msg   string
+}
+
+func (e *stageError) Error() string { return e.msg }
+
+func infraErr(format string, a ...any) *stageError {
+	return &stageError{state.ClassInfraError, fmt.Sprintf(format, a...)}
+}
+
+// attempt runs one job to its end and reports it. Every failure is
+// recorded on the attempt; nothing here stops the apply.
+func (e *executor) attempt(ctx context.Context, j *job) AttemptReport {
+	started := time.Now()
+	a := &attemptRun{e: e, j: j, id: state.NewID(), out: &state.Outcome{StartedAt: started.UTC()}}
+	rep := AttemptReport{
+		Address: j.pa.Address, AttemptID: a.id, Eval: j.pa.Eval, Harness: j.pa.Harness, Task: j.pa.Task, Action: j.pa.Action,
+	}
+	if err := a.record(); err != nil {
+		rep.Class, rep.Error = state.ClassInfraError, err.Error()
+		rep.Duration = time.Since(started)
+		e.emit(Event{Type: EventAttemptFinish, Address: rep.Address, Action: string(rep.Action), Class: rep.Class, Error: rep.Error, Duration: &rep.Duration})
+		return rep
+	}
+	e.emit(Event{Type: EventAttemptStart, Address: rep.Address, AttemptID: a.id, Action: string(j.pa.Action)})
+
+	err := a.stages(ctx)
+	final := a.conclude(ctx, err)
+	a.out.FinishedAt = time.Now().UTC()
+	a.log.note("finish", "", string(a.out.Class))
+	if cerr := a.log.Close(); cerr != nil && err == nil {
+		a.out.Error = joinMsg(a.out.Error, "writing the event log: "+cerr.Error())
+	}
+	if ferr := e.store.Finish(a.id, final, a.out); ferr != nil {
+		a.out.Class, a.out.Error = state.ClassInfraError, joinMsg(a.out.Error, "recording the outcome: "+ferr.Error())
+	}
+	rep.Class, rep.Reward, rep.Error = a.out.Class, a.out.Reward, a.out.Error
+	rep.Duration = time.Since(started)
+	e.emit(Event{Type: EventAttemptFinish, Address: rep.Address, AttemptID: a.id, Action: string(j.pa.Action),
+		Class: rep.Class, Reward: rep.Reward, Error: rep.Error, Duration: &rep.Duration})
+	return rep
+}
+
+// record writes the manifest's blobs, then the attempt, then opens its
+// event log: a record never names a blob that is not there yet.
+func (a *attemptRun) record() error {
+	j, st := a.j, a.e.store
+	m := state.Manifest{}
+	if j.pa.Manifest != nil {
+		m = *j.pa.Manifest
+	}
+	if j.pa.Action == planner.ActionReverify || j.pa.Action == planner.ActionRejudge {
+		m.ReusedAgentFrom = j.pa.PriorAttemptID
+	}
+	if err := a.writeBlobs(&m); err != nil {
+		return fmt.Errorf("storing the manifest's files: %w", err)
+	}
+	if err := st.AddAttempt(&state.Attempt{ID: a.id, Address: j.pa.Address, RunID: a.e.runID, Manifest: m}); err != nil {
+		return fmt.Errorf("recording the attempt: %w", err)
+	}
+	log, err := openEventLog(st.EventLogPath(a.id))
+	if err != nil {
+		// The attempt is recorded: end it as an infrastructure error rather
+		// than leave it open.
+		msg := "opening the event log: " + err.Error()
+		now := time.Now().UTC()
+		_ = st.Finish(a.id, state.StatusErrored, &state.Outcome{Class: state.ClassInfraError, Error: msg, StartedAt: now, FinishedAt: now})
+		return errors.New(msg)
+	}
+	a.log = log
+	a.out.EventsLog = relToStore(st.Dir(), st.EventLogPath(a.id))
+	a.ws = st.WorkDir(a.id)
+	return nil
+}
+
+// transition records a stage start in state and tells the view.
+func (a *attemptRun) transition(s state.Status, note string) error {
+	a.log.note("stage", string(s), note)
+	if err := a.e.store.Transition(a.id, state.Transition{Status: s, At: time.Now().UTC(), Note: note}); err != nil {
+		return infraErr("recording the %s stage: %v", s, err)
+	}
+	a.e.emit(Event{Type: EventAttemptStage, Address: a.j.pa.Address, AttemptID: a.id, Stage: s})
+	return nil
+}
+
+// stages runs agent, verify and judge as the action requires.
+func (a *attemptRun) stages(ctx context.Context) error {
+	switch a.j.pa.Action {
+	case planner.ActionReverify, planner.ActionRejudge:
+		if err := a.reuseAgent(); err != nil {
+			return err
+		}
+	default:
+		if err := a.transition(state.StatusAgent, ""); err != nil {
+			return err
+		}
+		if err := a.agentStage(ctx); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if a.j.pa.Action != planner.ActionRejudge {
+		if err := a.transition(state.StatusVerify, ""); err != nil {
+			return err
+		}
+		if err := a.verifyStage(ctx); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return a.judgeStage(ctx)
+}
+
+// conclude turns the stages' result into the outcome's class and the
+// attempt's final status.
+func (a *attemptRun) conclude(ctx context.Context, err error) state.Status {
+	var se *stageError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Cancelled by the operator before the stages ended: whatever a
+		// stage made of the cancellation, the attempt did not run to its end.
+		a.out.Class = state.ClassInterrupted
+		a.out.Error = joinMsg("interrupted by the operator", stageMsg(err))
+		a.out.Reward, a.out.Rewards = nil, nil
+		return state.StatusInterrupted
+	case errors.As(err, &se):
+		a.out.Class = se.class
+		a.out.Error = joinMsg(a.out.Error, se.msg)
+	case err != nil:
+		a.out.Class = state.ClassInfraError
+		a.out.Error = joinMsg(a.out.Error, err.Error())
+	}
+	if a.out.Class == "" {
+		a.out.Class = a.classByReward()
+	}
+	if a.out.Class == state.ClassInfraError {
+		return state.StatusErrored
+	}
+	return state.StatusFinished
+}
+
+func stageMsg(err error) string {
+	var se *stageError
+	if errors.As(err, &se) {
+		return se.msg
+	}
+	return ""
+}
+
+func (a *attemptRun) classByReward() state.Class {
+	switch {
+	case a.agentTimedOut:
+		return state.ClassAgentTimeout
+	case a.out.Reward == nil:
+		return classUnscored
+	case *a.out.Reward >= 1:
+		return state.ClassPassed
+	}
+	return state.ClassTaskFailure
+}
+
+// reuseAgent copies the prior attempt's agent outcome for a re-verify or
+// re-judge (and, for a re-judge, its verifier outcome too).
+func (a *attemptRun) reuseAgent() error {
+	prior, err := a.e.store.Attempt(a.j.pa.PriorAttemptID)
+	if err != nil {
+		return infraErr("reading prior attempt %s: %v", a.j.pa.PriorAttemptID, err)
+	}
+	if prior.Outcome == nil {
+		return infraErr("prior attempt %s has no outcome to reuse", prior.ID)
+	}
+	p := prior.Outcome
+	a.out.AgentExit, a.out.AgentResult, a.out.Usage = p.AgentExit, p.AgentResult, p.Usage
+	a.out.Artifacts, a.out.StderrTail, a.out.EventCount = p.Artifacts, p.StderrTail, p.EventCount
+	a.out.EventsLog, a.out.Snapshot = p.EventsLog, p.Snapshot
+	a.agentTimedOut = p.Class == state.ClassAgentTimeout
+	a.agentOutput = p.AgentResult
+	a.snapshot = p.Snapshot
+	a.log.note("reuse", "agent", "agent outcome reused from attempt "+prior.ID)
+	if a.j.pa.Action == planner.ActionRejudge {
+		a.out.Reward, a.out.Rewards = p.Reward, p.Rewards
+		if p.Class == state.ClassVerifierError {
+			a.out.Class, a.out.Error = p.Class, p.Error
+		}
+	}
+	return nil
+}
+
+// judgeStage is the seam for judges (a later issue): an eval that declares
+// judges records that they did not run.
+func (a *attemptRun) judgeStage(ctx context.Context) error {
+	if len(a.j.eval.Judges) == 0 {
+		return nil
+	}
+	const note = "judges not run: not implemented yet"
+	if err := a.transition(state.StatusJudge, note); err != nil {
+		return err
+	}
+	a.out.Judges = map[string]state.JudgeScore{}
+	for _, jd := range a.j.eval.Judges {
+		a.out.Judges[jd.Name] = state.JudgeScore{Model: jd.Model, Error: "not implemented yet"}
+	}
+	return nil
+}
+
+// stopInstance stops an instance even when ctx is already cancelled.
+func stopInstance(ctx context.Context, inst sandbox.Instance) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	return inst.Stop(sctx)
+}
+
+// prepareWorkspace creates the attempt's host workspace with the
+// well-known folders (the local provider's instance lives in it).
+func (a *attemptRun) prepareWorkspace() error {
+	for _, d := range []string{"app", "logs/agent", "logs/verifier", "artifacts"} {
+		if err := os.MkdirAll(filepath.Join(a.ws, d), 0o700); err != nil {
+			return infraErr("preparing the workspace: %v", err)
+		}
+	}
+	return nil
+}
+
+func relToStore(store, path string) string {
+	if rel, err := filepath.Rel(store, path); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return path
+}
+
+func joinMsg(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,441 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// Options are the inputs of Apply that do not come from the plan, the
+// config or the store. The command fills them from flags and the process.
+type Options struct {
+	// Parallelism bounds how many attempts run at once; 0 means the number
+	// of CPUs.
+	Parallelism int
+	// Providers maps a sandbox kind to its provider.
+	Providers map[string]sandbox.Provider
+	// Env reads an environment variable's value at apply time. Values are
+	// handed to instances and never recorded.
+	Env func(name string) (string, bool)
+	// Events receives progress events, one at a time (calls never
+	// overlap). Nil drops them.
+	Events func(Event)
+	// Trace, when set, receives every protocol line in both directions
+	// (hemra harness check).
+	Trace io.Writer
+}
+
+// Report is what an apply did.
+type Report struct {
+	RunID       string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Planned     int // attempts the plan asked to run
+	Interrupted bool
+	// Attempts are the attempts started, in the order they finished.
+	Attempts []AttemptReport
+}
+
+// AttemptReport is one attempt as it ended.
+type AttemptReport struct {
+	Address   string
+	AttemptID string
+	Eval      string
+	Harness   string
+	Task      string
+	Action    planner.Action
+	Class     state.Class
+	Reward    *float64
+	Error     string
+	Duration  time.Duration
+}
+
+// InfraErrors counts attempts that ended in an infrastructure error.
+func (r *Report) InfraErrors() int {
+	n := 0
+	for _, a := range r.Attempts {
+		if a.Class == state.ClassInfraError {
+			n++
+		}
+	}
+	return n
+}
+
+// Group is one eval × harness line of the summary table.
+type Group struct {
+	Eval, Harness string
+	Attempts      int
+	Passed        int // reward >= 1
+	Rewarded      int // attempts with a reward
+	RewardSum     float64
+	InfraErrors   int
+	Interrupted   int
+	Wall          time.Duration // sum of the attempts' durations
+}
+
+// MeanReward is the mean over attempts that have a reward, or false.
+func (g Group) MeanReward() (float64, bool) {
+	if g.Rewarded == 0 {
+		return 0, false
+	}
+	return g.RewardSum / float64(g.Rewarded), true
+}
+
+// Groups summarises the attempts per eval × harness, sorted by name.
+func (r *Report) Groups() []Group {
+	idx := map[[2]string]*Group{}
+	for _, a := range r.Attempts {
+		k := [2]string{a.Eval, a.Harness}
+		g := idx[k]
+		if g == nil {
+			g = &Group{Eval: a.Eval, Harness: a.Harness}
+			idx[k] = g
+		}
+		g.Attempts++
+		g.Wall += a.Duration
+		if a.Reward != nil {
+			g.Rewarded++
+			g.RewardSum += *a.Reward
+			if *a.Reward >= 1 {
+				g.Passed++
+			}
+		}
+		switch a.Class {
+		case state.ClassInfraError:
+			g.InfraErrors++
+		case state.ClassInterrupted:
+			g.Interrupted++
+		}
+	}
+	out := make([]Group, 0, len(idx))
+	for _, g := range idx {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Eval != out[j].Eval {
+			return out[i].Eval < out[j].Eval
+		}
+		return out[i].Harness < out[j].Harness
+	})
+	return out
+}
+
+// Actionable reports whether apply runs anything for an action.
+func Actionable(a planner.Action) bool {
+	switch a {
+	case planner.ActionRun, planner.ActionRerun, planner.ActionRetry, planner.ActionReverify, planner.ActionRejudge:
+		return true
+	}
+	return false
+}
+
+// Apply runs the plan's run, re-run, retry, re-verify and re-judge actions
+// with at most opts.Parallelism attempts at once, recording each attempt's
+// transitions and outcome in store (opened as the writer) as they happen.
+//
+// Before anything is recorded it checks that every variable a harness or
+// verifier names is set and that each provider accepts its settings; a
+// failure there is returned as hcl.Diagnostics and nothing is recorded.
+//
+// Cancelling ctx stops starting attempts and cancels the running ones
+// gracefully; they are recorded as interrupted and Report.Interrupted is
+// set. An attempt's own failure (even an infrastructure error) is part of
+// the report, not an error of Apply.
+func Apply(ctx context.Context, plan *planner.Plan, cfg *config.Config, store *state.Store, opts Options) (*Report, error) {
+	e, diags := newExecutor(plan, cfg, store, opts)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return e.run(ctx)
+}
+
+// executor is one Apply.
+type executor struct {
+	cfg   *config.Config
+	store *state.Store
+	opts  Options
+	work  []*job
+	runID string
+
+	eventsMu sync.Mutex
+	blobs    sync.Map // SHA-256 of blobs stored by this apply
+}
+
+// job is one planned attempt with what it needs resolved up front.
+type job struct {
+	pa       *planner.PlannedAttempt
+	eval     *config.Eval
+	harness  *config.Harness
+	task     *dataset.Task
+	provider sandbox.Provider
+	settings sandbox.Settings
+	env      map[string]string // the harness's variables, values
+	verEnv   map[string]string // the verifier block's opened variables, values
+}
+
+func newExecutor(plan *planner.Plan, cfg *config.Config, store *state.Store, opts Options) (*executor, hcl.Diagnostics) {
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = runtime.NumCPU()
+	}
+	if opts.Env == nil {
+		opts.Env = func(string) (string, bool) { return "", false }
+	}
+	e := &executor{cfg: cfg, store: store, opts: opts}
+	var diags hcl.Diagnostics
+	tasks := map[string]map[string]*dataset.Task{}
+	validated := map[string]bool{}
+	for _, pa := range plan.Attempts {
+		if !Actionable(pa.Action) {
+			continue
+		}
+		j, d := e.resolve(pa, tasks, validated)
+		diags = append(diags, d...)
+		if j != nil {
+			e.work = append(e.work, j)
+		}
+	}
+	return e, dedupe(diags)
+}
+
+// resolve finds the blocks and task of a planned attempt and checks that
+// everything it needs from the operator is there.
+func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[string]*dataset.Task, validated map[string]bool) (*job, hcl.Diagnostics) {
+	eval := e.cfg.Evals[pa.Eval]
+	harness := e.cfg.Harnesses[pa.Harness]
+	if eval == nil || harness == nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Plan does not match the configuration",
+			Detail:   fmt.Sprintf("The plan runs %s, but eval %q or harness %q is not declared any more. Run hemra plan again.", pa.Address, pa.Eval, pa.Harness),
+		}}
+	}
+	byName := tasks[pa.Eval]
+	if byName == nil {
+		byName = map[string]*dataset.Task{}
+		if eval.Dataset != nil {
+			for _, t := range eval.Dataset.Tasks {
+				byName[t.Name] = t
+			}
+		}
+		tasks[pa.Eval] = byName
+	}
+	task := byName[pa.Task]
+	if task == nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Plan does not match the configuration",
+			Detail:   fmt.Sprintf("The plan runs %s, but the dataset of eval %q has no task %q any more. Run hemra plan again.", pa.Address, pa.Eval, pa.Task),
+			Subject:  rangePtr(eval.DeclRange),
+		}}
+	}
+	j := &job{pa: pa, eval: eval, harness: harness, task: task, env: map[string]string{}, verEnv: map[string]string{}}
+	var diags hcl.Diagnostics
+
+	// Every variable the attempt's stages read must be set before anything
+	// starts: a run that fails halfway for a missing key wastes the rest.
+	needsAgent := pa.Action != planner.ActionReverify && pa.Action != planner.ActionRejudge
+	if needsAgent {
+		for _, name := range harness.Env {
+			v, ok := e.opts.Env(name)
+			if !ok {
+				diags = append(diags, missingEnv("harness", harness.Name, name, attrRange(harness.Attrs, "env", harness.DeclRange)))
+				continue
+			}
+			j.env[name] = v
+		}
+		for _, m := range harness.MCP {
+			for _, name := range m.Env {
+				if _, ok := e.opts.Env(name); !ok {
+					diags = append(diags, missingEnv("MCP server "+m.Name+" of harness", harness.Name, name, m.DeclRange))
+				}
+			}
+		}
+	}
+	if v := eval.Verifier; v != nil && pa.Action != planner.ActionRejudge {
+		for _, name := range v.Env {
+			val, ok := e.opts.Env(name)
+			if !ok {
+				diags = append(diags, missingEnv("verifier", v.Name, name, attrRange(v.Attrs, "env", v.DeclRange)))
+				continue
+			}
+			j.verEnv[name] = val
+		}
+	}
+
+	settings, err := settingsFor(pa, harness, task)
+	if err != nil {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unreadable sandbox settings in the plan",
+			Detail:   fmt.Sprintf("%s: %v. Run hemra plan again.", pa.Address, err),
+		})
+		return nil, diags
+	}
+	j.settings = settings
+	if needsHarborSandbox(j) {
+		p := e.opts.Providers[settings.Kind]
+		subject := harnessSandboxRange(harness)
+		if p == nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Sandbox kind not available",
+				Detail:   fmt.Sprintf("Harness %q runs in a %q sandbox, which this hemra cannot start here. Run hemra doctor to see the sandboxes available.", harness.Name, settings.Kind),
+				Subject:  subject,
+			})
+			return nil, diags
+		}
+		key := settings.Kind + "\x00" + string(mustJSON(settings))
+		if !validated[key] {
+			validated[key] = true
+			if err := p.Validate(settings); err != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Sandbox settings refused",
+					Detail:   fmt.Sprintf("The %s sandbox of harness %q refuses its settings: %v", settings.Kind, harness.Name, err),
+					Subject:  subject,
+				})
+			}
+		}
+		j.provider = p
+	}
+	return j, diags
+}
+
+// needsHarborSandbox reports whether an attempt starts any instance: every
+// Harbor task does (agent or verifier); a JSONL task only for a program
+// harness.
+func needsHarborSandbox(j *job) bool {
+	if j.task.Kind != "jsonl" {
+		return j.pa.Action != planner.ActionRejudge
+	}
+	return j.harness.Builtin == "" && j.pa.Action != planner.ActionReverify && j.pa.Action != planner.ActionRejudge
+}
+
+func missingEnv(what, name, variable string, rng hcl.Range) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Environment variable not set",
+		Detail:   fmt.Sprintf("The %s %q needs %s, which is not set. Set it (its value is read now and never stored) or remove it from env.", what, name, variable),
+		Subject:  rangePtr(rng),
+	}
+}
+
+func attrRange(attrs map[string]hcl.Range, name string, fallback hcl.Range) hcl.Range {
+	if r, ok := attrs[name]; ok {
+		return r
+	}
+	return fallback
+}
+
+func harnessSandboxRange(h *config.Harness) *hcl.Range {
+	if h.Sandbox != nil {
+		return rangePtr(h.Sandbox.DeclRange)
+	}
+	return rangePtr(attrRange(h.Attrs, "sandbox", h.DeclRange))
+}
+
+func rangePtr(r hcl.Range) *hcl.Range {
+	if r.Filename == "" {
+		return nil
+	}
+	return &r
+}
+
+// dedupe drops repeated diagnostics: one missing variable is reported once,
+// not once per attempt.
+func dedupe(diags hcl.Diagnostics) hcl.Diagnostics {
+	seen := map[string]bool{}
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		k := d.Summary + "\x00" + d.Detail
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}
+
+// run executes the jobs with a bounded pool of workers.
+func (e *executor) run(ctx context.Context) (*Report, error) {
+	now := time.Now().UTC()
+	host, _ := os.Hostname()
+	e.runID = state.NewID()
+	report := &Report{RunID: e.runID, StartedAt: now, Planned: len(e.work)}
+	if err := e.store.BeginRun(&state.Run{
+		ID: e.runID, StartedAt: now, Host: host, PID: os.Getpid(), Status: "running", Planned: len(e.work),
+	}); err != nil {
+		return nil, fmt.Errorf("recording the run: %w", err)
+	}
+	e.emit(Event{Type: EventRunStart, RunID: e.runID, Planned: len(e.work)})
+
+	queue := make(chan *job)
+	results := make(chan AttemptReport)
+	var wg sync.WaitGroup
+	workers := min(e.opts.Parallelism, max(len(e.work), 1))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range queue {
+				results <- e.attempt(ctx, j)
+			}
+		}()
+	}
+	go func() {
+		defer close(queue)
+		for _, j := range e.work {
+			select {
+			case <-ctx.Done():
+				return
+			case queue <- j:
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	var storeErr error
+	for r := range results {
+		report.Attempts = append(report.Attempts, r)
+	}
+	report.Interrupted = ctx.Err() != nil
+	report.FinishedAt = time.Now().UTC()
+	status := "finished"
+	switch {
+	case report.Interrupted:
+		status = "interrupted"
+	case report.InfraErrors() > 0:
+		status = "errored"
+	}
+	if err := e.store.FinishRun(e.runID, status); err != nil {
+		storeErr = fmt.Errorf("recording the end of the run: %w", err)
+	}
+	e.emit(Event{Type: EventRunFinish, RunID: e.runID, Status: status, Planned: len(e.work), Done: len(report.Attempts)})
+	return report, storeErr
+}
+
+func (e *executor) emit(ev Event) {
+	if e.opts.Events == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	e.eventsMu.Lock()
+	defer e.eventsMu.Unlock()
+	e.opts.Events(ev)
+}

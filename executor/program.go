@@ -1,0 +1,64 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/hemra-dev/hemra/protocol"
+	"github.com/hemra-dev/hemra/protocol/wire"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// startMessage is the run.start a program harness receives: the task, the
+// run context and the paths. Never a secret: variable values reach the
+// harness only through its environment.
+func (a *attemptRun) startMessage(p sandbox.Paths, deadline time.Duration) *protocol.StartMessage {
+	j := a.j
+	t := wire.Task{ID: j.task.Name, Input: j.task.Input, Metadata: j.task.Metadata}
+	if j.task.Kind != "jsonl" {
+		t.Instruction = string(j.task.Instruction)
+	}
+	var args json.RawMessage
+	if len(j.harness.ArgsJSON) > 0 && string(j.harness.ArgsJSON) != "null" {
+		args = j.harness.ArgsJSON
+	}
+	return &protocol.StartMessage{
+		Task: t,
+		Run: wire.RunContext{
+			AttemptID:  a.id,
+			Address:    j.pa.Address,
+			Eval:       j.pa.Eval,
+			Harness:    j.pa.Harness,
+			Repetition: j.pa.Repetition,
+			Deadline:   time.Now().Add(deadline).UTC().Format(time.RFC3339),
+		},
+		Args:  args,
+		Paths: wire.Paths{Workdir: p.Workdir, Artifacts: p.Artifacts, AgentLogs: p.AgentLogs},
+	}
+}
+
+// runProgram runs a program harness through one protocol session.
+func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) error {
+	p := inst.Paths()
+	deadline := a.j.agentDeadline()
+	o := protocol.Exec(ctx, inst, sandbox.ExecRequest{
+		Command: a.j.harness.Command,
+		Env:     mergeEnv(pathEnv(p), a.j.env),
+		Dir:     p.Workdir,
+	}, a.startMessage(p, deadline), protocol.Options{Deadline: deadline, EventLog: a.log, Trace: a.e.opts.Trace})
+	o.Record(a.out)
+	a.agentOutput = a.out.AgentResult
+	if o.Result != nil && o.Result.Status == wire.StatusError && o.Class == "" {
+		// The harness reports its own failure: a result, still verified.
+		a.out.Error = joinMsg(a.out.Error, "the harness reported an error: "+o.Result.Error)
+	}
+	if o.Class == "" {
+		return nil
+	}
+	if o.Class == state.ClassInterrupted {
+		return ctx.Err()
+	}
+	return &stageError{o.Class, o.Error}
+}

@@ -1,0 +1,55 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+// settingsFor are the sandbox settings an attempt runs with: the ones plan
+// resolved and recorded in the manifest (image digest, defaults applied),
+// with host paths (mount sources) taken from the configuration, since a
+// manifest never holds them. Without recorded settings they are built from
+// the harness's sandbox block.
+func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task) (sandbox.Settings, error) {
+	var s sandbox.Settings
+	recorded := pa.Manifest != nil && len(pa.Manifest.Sandbox.Settings) > 0
+	if recorded {
+		if err := json.Unmarshal(pa.Manifest.Sandbox.Settings, &s); err != nil {
+			return s, fmt.Errorf("sandbox settings: %v", err)
+		}
+	}
+	sb := h.Sandbox
+	if !recorded && sb != nil {
+		s = sandbox.Settings{
+			Kind: sb.Kind, Image: sb.Image, Network: sb.Network, Egress: sb.Egress,
+			Memory: sb.Memory, CPUs: sb.CPUs, Pids: sb.Pids, ReadOnly: sb.ReadOnly, User: sb.User,
+		}
+	}
+	if s.Kind == "" {
+		if pa.Manifest != nil && pa.Manifest.Sandbox.Kind != "" {
+			s.Kind = pa.Manifest.Sandbox.Kind
+		} else if sb != nil && sb.Kind != "" {
+			s.Kind = sb.Kind
+		} else {
+			s.Kind = config.KindDocker
+		}
+	}
+	if sb != nil {
+		s.Mounts = s.Mounts[:0:0]
+		for _, m := range sb.Mounts {
+			s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
+		}
+	}
+	if s.Workdir == "" && s.Kind != config.KindLocal {
+		s.Workdir = "/app"
+		if t.Config != nil && t.Config.Environment.Workdir != "" {
+			s.Workdir = t.Config.Environment.Workdir
+		}
+	}
+	return s, nil
+}
