@@ -1,0 +1,427 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+// streamBuffer bounds how much of a command's stdout or stderr is held
+// while nobody reads it; past it the command blocks, like on a pipe.
+const streamBuffer = 4 << 20
+
+// instance is one running container.
+type instance struct {
+	p        *Provider
+	id       string
+	paths    sandbox.Paths
+	user     string
+	env      map[string]string
+	readOnly bool
+	volumes  []string
+	labels   map[string]string
+}
+
+// ContainerID is the engine's id of an instance started by this provider.
+func ContainerID(in sandbox.Instance) string {
+	if i, ok := in.(*instance); ok {
+		return i.id
+	}
+	return ""
+}
+
+func (in *instance) Paths() sandbox.Paths { return in.paths }
+
+// Exec runs a command through the exec API with stdout and stderr
+// demultiplexed. Variable values go in the exec's environment only.
+func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if len(req.Command) == 0 {
+		return nil, errors.New("exec: empty command")
+	}
+	merged := map[string]string{}
+	for k, v := range in.env {
+		merged[k] = v
+	}
+	for k, v := range req.Env {
+		merged[k] = v
+	}
+	env := make([]string, 0, len(merged))
+	for k, v := range merged {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	dir := req.Dir
+	if dir == "" {
+		dir = in.paths.Workdir
+	}
+	user := req.User
+	if user == "" {
+		user = in.user
+	}
+	created, err := in.p.cli.ContainerExecCreate(ctx, in.id, container.ExecOptions{
+		User:         user,
+		AttachStdin:  req.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          env,
+		WorkingDir:   dir,
+		Cmd:          req.Command,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
+	}
+	hj, err := in.p.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
+	}
+	pr := &process{
+		in:     in,
+		execID: created.ID,
+		hj:     hj,
+		stdout: newPipe(streamBuffer),
+		stderr: newPipe(streamBuffer),
+		copied: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go func() {
+		_, err := stdcopy.StdCopy(pr.stdout, pr.stderr, hj.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pr.stdout.closeWithError(err)
+		pr.stderr.closeWithError(err)
+		close(pr.copied)
+	}()
+	if req.Stdin {
+		pr.stdin = &execStdin{hj: hj}
+	} else {
+		_ = hj.CloseWrite()
+	}
+	go func() {
+		var deadline <-chan time.Time
+		if req.Timeout > 0 {
+			t := time.NewTimer(req.Timeout)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-pr.copied:
+			return
+		case <-ctx.Done():
+		case <-deadline:
+		}
+		pr.escalate()
+	}()
+	return pr, nil
+}
+
+type process struct {
+	in     *instance
+	execID string
+	hj     types.HijackedResponse
+	stdin  io.WriteCloser
+	stdout *pipe
+	stderr *pipe
+	copied chan struct{} // the output stream ended
+	done   chan struct{} // Wait returned
+
+	waitOnce sync.Once
+	code     int
+	err      error
+}
+
+func (pr *process) Stdin() io.WriteCloser { return pr.stdin }
+func (pr *process) Stdout() io.Reader     { return pr.stdout }
+func (pr *process) Stderr() io.Reader     { return pr.stderr }
+
+// escalate is what a deadline or a cancelled context does: SIGTERM, then
+// SIGKILL after the grace period.
+func (pr *process) escalate() {
+	_ = pr.Terminate()
+	select {
+	case <-pr.copied:
+	case <-time.After(pr.in.p.grace):
+		_ = pr.Kill()
+	}
+}
+
+// Terminate sends SIGTERM to the command and everything it started. On a
+// local engine that is a signal to the exec's processes, found by their
+// host pids and checked to belong to this container; elsewhere the
+// container is stopped with the grace period (SIGTERM to its init, then
+// SIGKILL).
+func (pr *process) Terminate() error {
+	if pids := pr.hostPids(); len(pids) > 0 {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+		return nil
+	}
+	secs := int(pr.in.p.grace / time.Second)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), pr.in.p.grace+30*time.Second)
+		defer cancel()
+		_ = pr.in.p.cli.ContainerStop(ctx, pr.in.id, container.StopOptions{Timeout: &secs})
+	}()
+	return nil
+}
+
+// Kill ends the whole container at once: every process in it dies with
+// its init. The container stays (stopped) for Download and Snapshot.
+func (pr *process) Kill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := pr.in.p.cli.ContainerKill(ctx, pr.in.id, "KILL")
+	if err != nil && (client.IsErrNotFound(err) || strings.Contains(err.Error(), "is not running")) {
+		return nil
+	}
+	return err
+}
+
+// Wait waits for the command's output to end and returns its exit code.
+func (pr *process) Wait() (int, error) {
+	pr.waitOnce.Do(func() {
+		<-pr.copied
+		pr.hj.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// The stream can end a moment before the engine records the exit.
+		for i := 0; i < 300; i++ {
+			insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
+			if err != nil {
+				pr.code, pr.err = -1, fmt.Errorf("exec status: %w", err)
+				break
+			}
+			if !insp.Running {
+				pr.code = insp.ExitCode
+				break
+			}
+			if i == 299 {
+				pr.code, pr.err = -1, errors.New("exec status: still running after its output ended")
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(pr.done)
+	})
+	return pr.code, pr.err
+}
+
+// hostPids returns the exec's process and its descendants on this host,
+// or nil when the engine is not local or the pid does not belong to this
+// container (never signal a process hemra cannot prove is the harness).
+func (pr *process) hostPids() []int {
+	if !strings.HasPrefix(pr.in.p.cli.DaemonHost(), "unix://") {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
+	if err != nil || !insp.Running || insp.Pid <= 0 {
+		return nil
+	}
+	if !inContainer(insp.Pid, pr.in.id) {
+		return nil
+	}
+	return descendants(insp.Pid, pr.in.id)
+}
+
+func inContainer(pid int, containerID string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && strings.Contains(string(b), containerID)
+}
+
+// descendants lists pid and every process below it that is in the
+// container, by walking /proc once.
+func descendants(root int, containerID string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return []int{root}
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name is in parentheses and may hold spaces.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	out := []int{root}
+	for i := 0; i < len(out) && i < 100000; i++ {
+		for _, c := range children[out[i]] {
+			if inContainer(c, containerID) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+type execStdin struct {
+	hj   types.HijackedResponse
+	once sync.Once
+}
+
+func (s *execStdin) Write(b []byte) (int, error) { return s.hj.Conn.Write(b) }
+func (s *execStdin) Close() error {
+	var err error
+	s.once.Do(func() { err = s.hj.CloseWrite() })
+	return err
+}
+
+// Snapshot commits the container to a labelled image and returns its id.
+// A read-only container's writable folders are volumes, which a commit
+// does not capture: their contents are copied into the image as well.
+func (in *instance) Snapshot(ctx context.Context) (string, error) {
+	lbl := labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot)
+	res, err := in.p.cli.ContainerCommit(ctx, in.id, container.CommitOptions{
+		Comment: "hemra snapshot of attempt " + in.labels[LabelAttempt],
+		Config:  &container.Config{Labels: lbl},
+		Pause:   true,
+	})
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	if !in.readOnly {
+		return res.ID, nil
+	}
+	tmp, err := in.p.cli.ContainerCreate(ctx, &container.Config{Image: res.ID, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:], Labels: lbl},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	defer in.p.cli.ContainerRemove(context.WithoutCancel(ctx), tmp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	for _, v := range in.volumes {
+		rc, _, err := in.p.cli.CopyFromContainer(ctx, in.id, v)
+		if err != nil {
+			return "", fmt.Errorf("snapshot of %s: %w", v, err)
+		}
+		err = in.p.cli.CopyToContainer(ctx, tmp.ID, path.Dir(v), rc, container.CopyToContainerOptions{})
+		rc.Close()
+		if err != nil {
+			return "", fmt.Errorf("snapshot of %s: %w", v, err)
+		}
+	}
+	final, err := in.p.cli.ContainerCommit(ctx, tmp.ID, container.CommitOptions{Comment: "hemra snapshot of attempt " + in.labels[LabelAttempt], Config: &container.Config{Labels: lbl}})
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	return final.ID, nil
+}
+
+// Stop removes the container, its anonymous volumes with it.
+func (in *instance) Stop(ctx context.Context) error {
+	err := in.p.cli.ContainerRemove(ctx, in.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
+		return fmt.Errorf("removing the container: %w", err)
+	}
+	return nil
+}
+
+// pipe is an in-memory pipe whose writer blocks only once max bytes wait
+// unread, so a caller that reads stdout to the end before stderr does not
+// deadlock on a command that writes a little to both.
+type pipe struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	max    int
+	err    error // set by the writer side when the stream ends
+	closed bool  // reader closed
+}
+
+func newPipe(max int) *pipe {
+	p := &pipe{max: max}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *pipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for len(b) > 0 {
+		for len(p.buf) >= p.max && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed {
+			// Nobody reads any more: drop the rest so the command is not
+			// blocked on a reader that went away.
+			return n + len(b), nil
+		}
+		k := min(len(b), p.max-len(p.buf))
+		p.buf = append(p.buf, b[:k]...)
+		b = b[k:]
+		n += k
+		p.cond.Broadcast()
+	}
+	return n, nil
+}
+
+func (p *pipe) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.buf) == 0 && p.err == nil {
+		p.cond.Wait()
+	}
+	if len(p.buf) == 0 {
+		return 0, p.err
+	}
+	n := copy(b, p.buf)
+	p.buf = p.buf[n:]
+	if len(p.buf) == 0 {
+		p.buf = nil
+	}
+	p.cond.Broadcast()
+	return n, nil
+}
+
+// Close is the reader giving up.
+func (p *pipe) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.buf = nil
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *pipe) closeWithError(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}

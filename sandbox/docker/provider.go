@@ -1,0 +1,361 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+// Kind is the sandbox kind this provider implements.
+const Kind = "docker"
+
+// Harbor's well-known paths inside a container. Real Harbor tasks read and
+// write these, so hemra uses them unchanged.
+const (
+	DefaultWorkdir  = "/app"
+	PathAgentLogs   = "/logs/agent"
+	PathVerifierLog = "/logs/verifier"
+	PathArtifacts   = "/logs/artifacts"
+	PathTests       = "/tests"
+	PathSolution    = "/solution"
+)
+
+// keepAlive is the container's main process: a long sleep, so commands run
+// through the exec API and the container outlives each of them. It needs a
+// `sleep` on the image's PATH (busybox, coreutils).
+var keepAlive = []string{"sleep", "2147483647"}
+
+// Options configure a Provider. The command fills them; the provider reads
+// no environment variable of its own.
+type Options struct {
+	// Client is the engine client; nil makes one from Environ.
+	Client client.APIClient
+	// Environ is the process environment, read for DOCKER_HOST,
+	// DOCKER_CERT_PATH, DOCKER_TLS_VERIFY, DOCKER_CONFIG and HOME.
+	Environ []string
+	// User is the operator's "uid:gid", the containers' default user;
+	// "" means this process's.
+	User string
+	// StopGrace is how long a terminated command or container gets before
+	// it is killed; 0 means 10 seconds.
+	StopGrace time.Duration
+}
+
+// Provider runs sandboxes as containers on the Docker Engine.
+type Provider struct {
+	cli     client.APIClient
+	user    string
+	grace   time.Duration
+	environ []string
+	host    string
+
+	buildMu sync.Mutex
+	builds  map[string]*sync.Mutex // per context hash: one build at a time
+}
+
+// NewClient connects to the engine named by environ's DOCKER_HOST (the
+// local socket when unset), negotiating the API version.
+func NewClient(environ []string) (*client.Client, error) {
+	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	if h := getenv(environ, "DOCKER_HOST"); h != "" {
+		opts = append(opts, client.WithHost(h))
+	}
+	if dir := getenv(environ, "DOCKER_CERT_PATH"); dir != "" {
+		opts = append(opts, client.WithTLSClientConfig(path.Join(dir, "ca.pem"), path.Join(dir, "cert.pem"), path.Join(dir, "key.pem")))
+	}
+	return client.NewClientWithOpts(opts...)
+}
+
+// New returns the docker provider. It does not contact the engine:
+// Available does.
+func New(opts Options) (*Provider, error) {
+	cli := opts.Client
+	if cli == nil {
+		c, err := NewClient(opts.Environ)
+		if err != nil {
+			return nil, fmt.Errorf("docker client: %w", err)
+		}
+		cli = c
+	}
+	user := opts.User
+	if user == "" {
+		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	grace := opts.StopGrace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	host, _ := os.Hostname()
+	return &Provider{cli: cli, user: user, grace: grace, environ: opts.Environ, host: host, builds: map[string]*sync.Mutex{}}, nil
+}
+
+// Client is the engine client the provider uses.
+func (p *Provider) Client() client.APIClient { return p.cli }
+
+// Kind implements sandbox.Provider.
+func (p *Provider) Kind() string { return Kind }
+
+// Available reports the engine's version, or why it does not answer.
+func (p *Provider) Available(ctx context.Context) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := p.cli.ServerVersion(ctx)
+	if err != nil {
+		return false, fmt.Sprintf("no Docker Engine answers: %v", err)
+	}
+	return true, fmt.Sprintf("Docker Engine %s (API %s, %s/%s)", v.Version, v.APIVersion, v.Os, v.Arch)
+}
+
+// Capabilities implements sandbox.Provider: what these settings enforce.
+func (p *Provider) Capabilities(s sandbox.Settings) []sandbox.Capability {
+	s.Kind = Kind
+	return sandbox.CapabilitiesFor(s)
+}
+
+// Validate refuses settings a container cannot enforce.
+func (p *Provider) Validate(s sandbox.Settings) error {
+	var errs []error
+	if s.Kind != "" && s.Kind != Kind {
+		errs = append(errs, fmt.Errorf("kind %q is not docker", s.Kind))
+	}
+	switch s.Network {
+	case "", "none", "bridge", "open":
+	default:
+		errs = append(errs, fmt.Errorf("network %q is not one of none, bridge, open", s.Network))
+	}
+	if len(s.Egress) > 0 {
+		errs = append(errs, errors.New("egress allowlists are not enforced by docker (only sprites enforces them): use network = \"none\", or \"bridge\" for full access"))
+	}
+	if s.Memory < 0 || s.CPUs < 0 || s.Pids < 0 {
+		errs = append(errs, errors.New("memory, cpus and pids must not be negative"))
+	}
+	if s.Memory > 0 && s.Memory < 6<<20 {
+		errs = append(errs, fmt.Errorf("memory %d bytes is below the engine's minimum of 6 MiB", s.Memory))
+	}
+	if s.Image == "" && s.Build == nil {
+		errs = append(errs, errors.New("a docker sandbox needs an image (or a task's environment/Dockerfile)"))
+	}
+	if s.Build != nil && (s.Build.Context == "" || s.Build.Hash == "") {
+		errs = append(errs, errors.New("a task image build needs its context folder and hash"))
+	}
+	if s.Workdir != "" && !path.IsAbs(s.Workdir) {
+		errs = append(errs, fmt.Errorf("workdir %q is not an absolute path", s.Workdir))
+	}
+	for _, m := range s.Mounts {
+		if !path.IsAbs(m.Target) {
+			errs = append(errs, fmt.Errorf("mount target %q is not an absolute path", m.Target))
+		}
+		if m.Source == "" || !strings.HasPrefix(m.Source, "/") {
+			errs = append(errs, fmt.Errorf("mount source %q is not an absolute host path", m.Source))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PathsFor are the well-known folders of a container with settings s.
+func PathsFor(s sandbox.Settings) sandbox.Paths {
+	wd := s.Workdir
+	if wd == "" {
+		wd = DefaultWorkdir
+	}
+	return sandbox.Paths{
+		Workdir:      wd,
+		AgentLogs:    PathAgentLogs,
+		VerifierLogs: PathVerifierLog,
+		Tests:        PathTests,
+		Solution:     PathSolution,
+		Artifacts:    PathArtifacts,
+	}
+}
+
+// Start creates and starts a hardened container: no network unless the
+// settings open it, every capability dropped, no-new-privileges, the
+// operator's uid, the memory, CPU and PID limits, a read-only root with a
+// tmpfs /tmp when read_only, mounts read-only unless writable.
+func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
+	s := spec.Settings
+	s.Kind = Kind
+	if spec.Snapshot != "" {
+		// A verifier starts from the agent's snapshot: the image is the
+		// snapshot, whatever the agent's image or build was.
+		s.Image, s.Build = spec.Snapshot, nil
+	}
+	if err := p.Validate(s); err != nil {
+		return nil, err
+	}
+	img := s.Image
+	if s.Build != nil {
+		id, err := p.EnsureTaskImage(ctx, s.Build)
+		if err != nil {
+			return nil, err
+		}
+		img = id
+	}
+	if err := p.ensureImage(ctx, img); err != nil {
+		return nil, err
+	}
+
+	paths := PathsFor(s)
+	user := s.User
+	if user == "" {
+		user = p.user
+	}
+	role := spec.Role
+	if role == "" {
+		role = "agent"
+	}
+	lbl := labels(spec.AttemptID, spec.Address, role)
+	lbl[LabelPID] = fmt.Sprint(os.Getpid())
+	lbl[LabelHost] = p.host
+
+	cfg := &container.Config{
+		Image:      img,
+		Entrypoint: keepAlive[:1],
+		Cmd:        keepAlive[1:],
+		User:       user,
+		WorkingDir: paths.Workdir,
+		Labels:     lbl,
+		// Env stays empty on purpose: values go to each exec, so they are
+		// neither in the container's config nor in a committed snapshot.
+	}
+	init := true
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(networkMode(s.Network)),
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: s.ReadOnly,
+		Init:           &init,
+	}
+	if s.Memory > 0 {
+		hc.Memory = s.Memory
+		hc.MemorySwap = s.Memory // no swap beyond the limit
+	}
+	if s.CPUs > 0 {
+		hc.NanoCPUs = int64(s.CPUs * 1e9)
+	}
+	if s.Pids > 0 {
+		pids := s.Pids
+		hc.PidsLimit = &pids
+	}
+	for _, m := range s.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: !m.Writable})
+	}
+	var volumes []string
+	if s.ReadOnly {
+		// A read-only root still needs somewhere to write: /tmp is a tmpfs,
+		// the Harbor folders are anonymous volumes (seeded from the image,
+		// readable by the copy API, removed with the container).
+		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev"}
+		volumes = []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts, PathTests, PathSolution}
+		for _, v := range volumes {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: v, VolumeOptions: &mount.VolumeOptions{Labels: lbl}})
+		}
+	}
+
+	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("creating the container: %w", err)
+	}
+	inst := &instance{p: p, id: created.ID, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl}
+	fail := func(err error) (sandbox.Instance, error) {
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = p.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		return nil, err
+	}
+	if !s.ReadOnly {
+		// The folders the harness writes, owned by the container's user.
+		dirs := []string{strings.TrimPrefix(paths.Workdir, "/"), "logs/agent", "logs/verifier", "logs/artifacts"}
+		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+			return fail(fmt.Errorf("creating the Harbor folders in the container: %w", err))
+		}
+	}
+	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("starting the container: %w", err))
+	}
+	return inst, nil
+}
+
+func networkMode(n string) string {
+	switch n {
+	case "bridge", "open":
+		return "bridge"
+	}
+	return "none"
+}
+
+// ensureImage makes sure ref is in the engine: a local image ID or a
+// digest reference already there, or pulled by digest with the operator's
+// registry credentials.
+func (p *Provider) ensureImage(ctx context.Context, ref string) error {
+	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
+		return nil
+	} else if !client.IsErrNotFound(err) {
+		return fmt.Errorf("inspecting image %s: %w", ref, err)
+	}
+	if strings.HasPrefix(ref, "sha256:") {
+		return fmt.Errorf("image %s is not in the engine any more (it was built or committed locally); run hemra plan again", ref)
+	}
+	auth, err := registryAuth(p.environ, ref)
+	if err != nil {
+		return err
+	}
+	rc, err := p.cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: auth})
+	if err != nil {
+		return fmt.Errorf("pulling image %s: %w", ref, err)
+	}
+	defer rc.Close()
+	if err := readJSONStream(rc, nil); err != nil {
+		return fmt.Errorf("pulling image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// SnapshotExists reports whether a snapshot reference returned by
+// Instance.Snapshot is still in the engine, so plan can tell a re-verify
+// from a re-run.
+func (p *Provider) SnapshotExists(ctx context.Context, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	_, err := p.cli.ImageInspect(ctx, ref)
+	return err == nil
+}
+
+// RemoveSnapshot deletes a snapshot image once its attempt is no longer
+// current.
+func (p *Provider) RemoveSnapshot(ctx context.Context, ref string) error {
+	insp, err := p.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		if client.IsErrNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if insp.Config == nil || insp.Config.Labels[LabelRole] != RoleSnapshot {
+		return fmt.Errorf("image %s is not a hemra snapshot", ref)
+	}
+	_, err = p.cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	return err
+}
+
+func getenv(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}

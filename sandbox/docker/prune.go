@@ -1,0 +1,181 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// PruneOptions say which labelled objects are leftovers.
+type PruneOptions struct {
+	// SnapshotAttempt classifies the attempt of a snapshot image: known
+	// reports whether the attempt is in this store, current whether it is
+	// its address's current attempt. Snapshots of known, no longer current
+	// attempts are removed; others are kept (another store may own them).
+	// Nil keeps every snapshot.
+	SnapshotAttempt func(attemptID string) (known, current bool)
+	// DryRun lists what would be removed without removing it.
+	DryRun bool
+}
+
+// Pruned is one object Prune removed (or would remove, or kept).
+type Pruned struct {
+	Kind    string `json:"kind"` // container | image | volume | network
+	ID      string `json:"id"`
+	Attempt string `json:"attempt,omitempty"`
+	Address string `json:"address,omitempty"`
+	Role    string `json:"role,omitempty"`
+	Reason  string `json:"reason"`
+	Error   string `json:"error,omitempty"`
+}
+
+// PruneReport lists what Prune removed and what it left alone, and why.
+type PruneReport struct {
+	Removed []Pruned `json:"removed"`
+	Kept    []Pruned `json:"kept,omitempty"`
+}
+
+// Prune removes what a killed hemra left behind, and only objects that
+// carry hemra's label: containers whose hemra process is gone, snapshot
+// images of attempts that are no longer current in this store, and
+// labelled volumes and networks that no container uses. Containers of a
+// hemra that is still running (an apply in progress) are left alone.
+func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
+	rep := &PruneReport{}
+	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+
+	ctrs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: managed})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	for _, c := range ctrs {
+		item := Pruned{Kind: "container", ID: short(c.ID), Attempt: c.Labels[LabelAttempt], Address: c.Labels[LabelAddress], Role: c.Labels[LabelRole]}
+		if alive, why := p.creatorAlive(c.Labels); alive {
+			item.Reason = why
+			rep.Kept = append(rep.Kept, item)
+			continue
+		}
+		item.Reason = "its hemra process is gone"
+		if !opts.DryRun {
+			if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+				item.Error = err.Error()
+			}
+		}
+		rep.Removed = append(rep.Removed, item)
+	}
+
+	imgs, err := p.cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRole+"="+RoleSnapshot))})
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	for _, im := range imgs {
+		item := Pruned{Kind: "image", ID: short(im.ID), Attempt: im.Labels[LabelAttempt], Address: im.Labels[LabelAddress], Role: RoleSnapshot}
+		known, current := false, false
+		if opts.SnapshotAttempt != nil {
+			known, current = opts.SnapshotAttempt(item.Attempt)
+		}
+		switch {
+		case current:
+			item.Reason = "snapshot of a current attempt (a later re-verify reuses it)"
+			rep.Kept = append(rep.Kept, item)
+			continue
+		case !known:
+			item.Reason = "snapshot of an attempt this store does not know"
+			rep.Kept = append(rep.Kept, item)
+			continue
+		}
+		item.Reason = "snapshot of an attempt that is no longer current"
+		if !opts.DryRun {
+			if _, err := p.cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+				item.Error = err.Error()
+			}
+		}
+		rep.Removed = append(rep.Removed, item)
+	}
+
+	vols, err := p.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
+	if err == nil {
+		for _, v := range vols.Volumes {
+			item := Pruned{Kind: "volume", ID: short(v.Name), Attempt: v.Labels[LabelAttempt], Address: v.Labels[LabelAddress], Role: v.Labels[LabelRole], Reason: "no container uses it"}
+			if !opts.DryRun {
+				if err := p.cli.VolumeRemove(ctx, v.Name, true); err != nil {
+					item.Error = err.Error()
+				}
+			}
+			rep.Removed = append(rep.Removed, item)
+		}
+	}
+
+	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: managed})
+	if err == nil {
+		for _, n := range nets {
+			item := Pruned{Kind: "network", ID: short(n.ID), Attempt: n.Labels[LabelAttempt], Address: n.Labels[LabelAddress], Role: n.Labels[LabelRole]}
+			insp, err := p.cli.NetworkInspect(ctx, n.ID, network.InspectOptions{})
+			if err == nil && len(insp.Containers) > 0 {
+				item.Reason = "containers still use it"
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
+			item.Reason = "no container uses it"
+			if !opts.DryRun {
+				if err := p.cli.NetworkRemove(ctx, n.ID); err != nil {
+					item.Error = err.Error()
+				}
+			}
+			rep.Removed = append(rep.Removed, item)
+		}
+	}
+	sortPruned(rep.Removed)
+	sortPruned(rep.Kept)
+	return rep, nil
+}
+
+// creatorAlive reports whether the hemra that created a container still
+// runs: same host and its pid answers. Containers from another host are
+// left alone, as hemra cannot tell.
+func (p *Provider) creatorAlive(l map[string]string) (bool, string) {
+	host, pidStr := l[LabelHost], l[LabelPID]
+	if host != "" && host != p.host {
+		return true, fmt.Sprintf("created by hemra on host %s, which this hemra cannot check", host)
+	}
+	pid, err := strconv.Atoi(pidStr)
+	if err != nil || pid <= 0 {
+		return false, ""
+	}
+	if pid == os.Getpid() {
+		return true, "created by this hemra"
+	}
+	if err := syscall.Kill(pid, 0); err == nil || err == syscall.EPERM {
+		return true, fmt.Sprintf("its hemra (pid %d) is still running", pid)
+	}
+	return false, ""
+}
+
+func short(id string) string {
+	if len(id) > 7 && id[:7] == "sha256:" {
+		id = id[7:]
+	}
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func sortPruned(s []Pruned) {
+	sort.SliceStable(s, func(i, j int) bool {
+		if s[i].Kind != s[j].Kind {
+			return s[i].Kind < s[j].Kind
+		}
+		return s[i].ID < s[j].ID
+	})
+}
