@@ -1,0 +1,237 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+type instance struct {
+	p    *Provider
+	spec sandbox.Spec
+	ws   string
+	root *os.Root // the workspace: every access inside it goes through here
+
+	mu      sync.Mutex
+	procs   map[*process]struct{}
+	stopped bool
+}
+
+func (in *instance) Paths() sandbox.Paths {
+	j := func(rel string) string { return filepath.Join(in.ws, filepath.FromSlash(rel)) }
+	return sandbox.Paths{
+		Workdir:      j(AppDir),
+		AgentLogs:    j(AgentLogsDir),
+		VerifierLogs: j(VerifierLogsDir),
+		Tests:        j(TestsDir),
+		Solution:     j(SolutionDir),
+		Artifacts:    j(ArtifactsDir),
+	}
+}
+
+// Exec starts req.Command as a child in its own process group with a
+// cleared environment. ctx and req.Timeout bound it hard: either ends the
+// whole group with SIGKILL. (protocol.Exec passes a context that outlives
+// the operator's cancel, and stops the harness gracefully itself.)
+func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if len(req.Command) == 0 {
+		return nil, errors.New("local sandbox: empty command")
+	}
+	if req.User != "" {
+		return nil, fmt.Errorf("local sandbox: cannot run a command as user %q: it runs as the operator", req.User)
+	}
+	in.mu.Lock()
+	stopped := in.stopped
+	in.mu.Unlock()
+	if stopped {
+		return nil, errors.New("local sandbox: the instance is stopped")
+	}
+	dir := in.Paths().Workdir
+	if req.Dir != "" {
+		dir = req.Dir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(in.Paths().Workdir, dir)
+		}
+	}
+	env := in.environ(req.Env)
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	bin, err := lookPath(req.Command[0], pathEnv, dir)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: %w", err)
+	}
+	proc, err := startProcess(ctx, bin, req, env, dir, in.p.opts.Linger, in.forget)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: starting %s: %w", req.Command[0], err)
+	}
+	in.mu.Lock()
+	in.procs[proc] = struct{}{}
+	in.mu.Unlock()
+	return proc, nil
+}
+
+func (in *instance) forget(p *process) {
+	in.mu.Lock()
+	delete(in.procs, p)
+	in.mu.Unlock()
+}
+
+// resolve turns a path inside the instance (absolute under the workspace,
+// or relative to app/) into a name relative to the workspace root.
+func (in *instance) resolve(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(in.Paths().Workdir, p)
+	}
+	rel, err := filepath.Rel(in.ws, filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("local sandbox: %s is outside the workspace %s", p, in.ws)
+	}
+	return rel, nil
+}
+
+// Upload copies a host file or folder's contents to path. Symlinks inside
+// a folder are recreated as symlinks, never followed; nothing is written
+// outside the workspace, whatever the agent left there.
+func (in *instance) Upload(ctx context.Context, hostPath, path string) error {
+	rel, err := in.resolve(path)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(hostPath)
+	if err != nil {
+		return fmt.Errorf("local sandbox: upload: %w", err)
+	}
+	srcDir, srcName := hostPath, "."
+	if !fi.IsDir() {
+		srcDir, srcName = filepath.Dir(hostPath), filepath.Base(hostPath)
+	}
+	src, err := os.OpenRoot(srcDir)
+	if err != nil {
+		return fmt.Errorf("local sandbox: upload: %w", err)
+	}
+	defer src.Close()
+	if err := copyTree(ctx, src, srcName, in.root, rel, true); err != nil {
+		return fmt.Errorf("local sandbox: upload %s to %s: %w", hostPath, path, err)
+	}
+	return nil
+}
+
+// Download copies a file or folder at path to hostPath: regular files and
+// folders only. Symlinks and special files are skipped, never followed.
+func (in *instance) Download(ctx context.Context, path, hostPath string) error {
+	rel, err := in.resolve(path)
+	if err != nil {
+		return err
+	}
+	fi, err := in.root.Lstat(rel)
+	if err != nil {
+		return fmt.Errorf("local sandbox: download: %w", err)
+	}
+	switch {
+	case fi.IsDir():
+		if err := os.MkdirAll(hostPath, 0o755); err != nil {
+			return err
+		}
+		dst, err := os.OpenRoot(hostPath)
+		if err != nil {
+			return err
+		}
+		defer dst.Close()
+		err = copyTree(ctx, in.root, rel, dst, ".", false)
+		if err != nil {
+			return fmt.Errorf("local sandbox: download %s: %w", path, err)
+		}
+		return nil
+	case fi.Mode().IsRegular():
+		if err := os.MkdirAll(filepath.Dir(hostPath), 0o755); err != nil {
+			return err
+		}
+		dst, err := os.OpenRoot(filepath.Dir(hostPath))
+		if err != nil {
+			return err
+		}
+		defer dst.Close()
+		return copyTree(ctx, in.root, rel, dst, filepath.Base(hostPath), false)
+	default:
+		return fmt.Errorf("local sandbox: download %s: not a regular file or folder; not followed", path)
+	}
+}
+
+// snapshotDirs are the folders a snapshot keeps: the agent's working
+// directory, its logs and its artifacts, which is what a verifier reads.
+var snapshotDirs = []string{AppDir, AgentLogsDir, ArtifactsDir}
+
+// Snapshot copies app/, logs/agent/ and artifacts/ to snapshot/ in the
+// workspace, replacing an earlier snapshot, and returns its absolute
+// path. Symlinks are copied as symlinks, never followed.
+func (in *instance) Snapshot(ctx context.Context) (string, error) {
+	if err := in.root.RemoveAll(SnapshotDir); err != nil {
+		return "", fmt.Errorf("local sandbox: snapshot: %w", err)
+	}
+	for _, d := range snapshotDirs {
+		if _, err := in.root.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := copyTree(ctx, in.root, d, in.root, filepath.Join(SnapshotDir, d), true); err != nil {
+			return "", fmt.Errorf("local sandbox: snapshot of %s: %w", d, err)
+		}
+	}
+	return filepath.Join(in.ws, SnapshotDir), nil
+}
+
+// restore replaces the workspace's snapshot folders with the snapshot's.
+func (in *instance) restore(snapshot string) error {
+	src, err := os.OpenRoot(snapshot)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	same := filepath.Clean(snapshot) == filepath.Join(in.ws, SnapshotDir)
+	for _, d := range snapshotDirs {
+		if _, err := src.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := in.root.RemoveAll(d); err != nil {
+			return err
+		}
+		if same {
+			// Restoring into the workspace the snapshot lives in.
+			err = copyTree(context.Background(), in.root, filepath.Join(SnapshotDir, d), in.root, d, true)
+		} else {
+			err = copyTree(context.Background(), src, d, in.root, d, true)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop kills every process group this instance started that is still
+// running and waits for them. It removes no file: the workspace, its logs,
+// artifacts and snapshot belong to the executor, which reads them after
+// Stop and decides what to keep.
+func (in *instance) Stop(ctx context.Context) error {
+	in.mu.Lock()
+	in.stopped = true
+	procs := make([]*process, 0, len(in.procs))
+	for p := range in.procs {
+		procs = append(procs, p)
+	}
+	in.mu.Unlock()
+	for _, p := range procs {
+		_ = p.Kill()
+		_, _ = p.Wait()
+	}
+	return in.root.Close()
+}

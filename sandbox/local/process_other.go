@@ -1,0 +1,27 @@
+//go:build !unix
+
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+const supported = false
+
+type process struct{}
+
+func startProcess(ctx context.Context, bin string, req sandbox.ExecRequest, env []string, dir string, linger time.Duration, forget func(*process)) (*process, error) {
+	return nil, errors.New("the local sandbox needs process groups (Unix)")
+}
+
+func (p *process) Stdin() io.WriteCloser { return nil }
+func (p *process) Stdout() io.Reader     { return nil }
+func (p *process) Stderr() io.Reader     { return nil }
+func (p *process) Terminate() error      { return nil }
+func (p *process) Kill() error           { return nil }
+func (p *process) Wait() (int, error)    { return -1, errors.New("unsupported") }

@@ -1,0 +1,251 @@
+//go:build unix
+
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+const supported = true
+
+// process is one command in its own process group. Its stdio are plain OS
+// pipes owned by hemra (no copying goroutines), so Wait never blocks on a
+// descendant holding them.
+type process struct {
+	cmd    *exec.Cmd
+	pgid   int
+	stdin  *os.File // write end; nil unless requested
+	stdout *pipeReader
+	stderr *pipeReader
+	linger time.Duration
+	forget func(*process)
+
+	mu     sync.Mutex
+	reaped bool // once true the pgid may be reused: never signal it again
+
+	waitOnce sync.Once
+	waited   chan struct{}
+	code     int
+	err      error
+}
+
+func startProcess(ctx context.Context, bin string, req sandbox.ExecRequest, env []string, dir string, linger time.Duration, forget func(*process)) (*process, error) {
+	cmd := &exec.Cmd{
+		Path:        bin,
+		Args:        req.Command,
+		Env:         env,
+		Dir:         dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	var closeAfterStart, closeOnError []*os.File
+	defer func() {
+		for _, f := range closeAfterStart {
+			f.Close()
+		}
+	}()
+	fail := func(err error) (*process, error) {
+		for _, f := range closeOnError {
+			f.Close()
+		}
+		return nil, err
+	}
+	p := &process{linger: linger, forget: forget, waited: make(chan struct{})}
+	if req.Stdin {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		cmd.Stdin = r
+		p.stdin = w
+		closeAfterStart = append(closeAfterStart, r)
+		closeOnError = append(closeOnError, w)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeAfterStart = append(closeAfterStart, outW)
+	closeOnError = append(closeOnError, outR)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeAfterStart = append(closeAfterStart, errW)
+	closeOnError = append(closeOnError, errR)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	p.stdout, p.stderr = newPipeReader(outR), newPipeReader(errR)
+
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	p.cmd = cmd
+	p.pgid = cmd.Process.Pid
+
+	// ctx and the timeout end the whole group at once.
+	go func() {
+		var timeout <-chan time.Time
+		if req.Timeout > 0 {
+			t := time.NewTimer(req.Timeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ctx.Done():
+			_ = p.Kill()
+		case <-timeout:
+			_ = p.Kill()
+		case <-p.waited:
+		}
+	}()
+	// Reap even if the caller never calls Wait, so no zombie is left.
+	go func() { _, _ = p.Wait() }()
+	return p, nil
+}
+
+func (p *process) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+func (p *process) Stdout() io.Reader { return p.stdout }
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Terminate sends SIGTERM to the process group.
+func (p *process) Terminate() error { return p.signal(syscall.SIGTERM) }
+
+// Kill sends SIGKILL to the process group.
+func (p *process) Kill() error { return p.signal(syscall.SIGKILL) }
+
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return nil
+	}
+	if err := syscall.Kill(-p.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// Wait waits for the process, then kills what is left of its process
+// group, so a child that outlived its parent does not survive it. On Linux
+// the leader is left unreaped until the group is killed, so its pgid
+// cannot be reused by then. Wait never waits for the stdio streams: they
+// end when the group is gone, or after a quiet linger if something that
+// left the group (setsid) still holds them.
+func (p *process) Wait() (int, error) {
+	p.waitOnce.Do(func() {
+		waitExitedNoReap(p.pgid)
+		_ = p.Kill()
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+		p.code, p.err = exitCode(p.cmd, err)
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		close(p.waited)
+		if p.forget != nil {
+			p.forget(p)
+		}
+		go closeWhenQuiet(p.linger, p.stdout, p.stderr)
+	})
+	<-p.waited
+	return p.code, p.err
+}
+
+func exitCode(cmd *exec.Cmd, err error) (int, error) {
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return -1, err
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok {
+		return cmd.ProcessState.ExitCode(), nil
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ws.ExitStatus(), nil
+}
+
+// pipeReader is the read end of a command's stdout or stderr. Closing it
+// under a blocked reader (see closeWhenQuiet) reads as the end.
+type pipeReader struct {
+	f       *os.File
+	n       atomic.Int64
+	endOnce sync.Once
+	ended   chan struct{}
+}
+
+func newPipeReader(f *os.File) *pipeReader {
+	return &pipeReader{f: f, ended: make(chan struct{})}
+}
+
+func (r *pipeReader) Read(b []byte) (int, error) {
+	n, err := r.f.Read(b)
+	r.n.Add(int64(n))
+	if err != nil {
+		r.endOnce.Do(func() { close(r.ended) })
+		if errors.Is(err, os.ErrClosed) {
+			err = io.EOF
+		}
+	}
+	return n, err
+}
+
+// Close closes the read end early (a consumer that gives up).
+func (r *pipeReader) Close() error { return r.f.Close() }
+
+// closeWhenQuiet closes the streams once both ended, or once nothing was
+// read from them for a whole linger period, or after maxLinger: by then
+// the process group is dead, so only an escaped descendant could be
+// holding them open.
+func closeWhenQuiet(linger time.Duration, rs ...*pipeReader) {
+	defer func() {
+		for _, r := range rs {
+			r.f.Close()
+		}
+	}()
+	read := func() (n int64) {
+		for _, r := range rs {
+			n += r.n.Load()
+		}
+		return n
+	}
+	limit := time.NewTimer(maxLinger)
+	defer limit.Stop()
+	for _, r := range rs {
+		last := read()
+		for {
+			quiet := time.NewTimer(linger)
+			select {
+			case <-r.ended:
+				quiet.Stop()
+			case <-limit.C:
+				quiet.Stop()
+				return
+			case <-quiet.C:
+				if now := read(); now != last {
+					last = now
+					continue
+				}
+				return
+			}
+			break
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package local
+
+// waitExitedNoReap is a no-op where waitid(WNOWAIT) is not used: Wait
+// reaps first and then kills the group, which leaves a tiny window for
+// pgid reuse.
+func waitExitedNoReap(pid int) {}
