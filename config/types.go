@@ -48,8 +48,13 @@ type Variable struct {
 	Default     cty.Value
 	Description string
 	Sensitive   bool
-	Value       cty.Value
-	DeclRange   hcl.Range
+	// Value is the final value, converted to Type. It carries the
+	// "sensitive" mark when Sensitive is set.
+	Value cty.Value
+	// Source says where Value came from: "default", "env" (HEMRA_VAR_*),
+	// a variables file name, "-var", or "" when unset.
+	Source    string
+	DeclRange hcl.Range
 }
 
 // Sandbox kinds.
@@ -72,19 +77,21 @@ const (
 // *Set fields tell an explicit zero (memory = "0", an explicit loosening)
 // from an absent attribute.
 type Sandbox struct {
-	Name     string
-	Kind     string   // one of the Kind* constants; "docker" when absent
-	Image    string   // image reference as written ("python:3.12-slim", "x@sha256:...")
-	Network  string   // one of the Network* constants; "" when absent (provider default)
-	Egress   []string // sprites only
-	Memory   int64    // bytes; 0 with MemorySet means "no limit" (a loosening)
+	Name      string
+	Kind      string   // one of the Kind* constants; "docker" when absent
+	Image     string   // image reference as written ("python:3.12-slim", "x@sha256:...")
+	Network   string   // one of the Network* constants; "" when absent (provider default)
+	Egress    []string // sprites only
+	Memory    int64    // bytes; 0 with MemorySet means "no limit" (a loosening)
 	MemorySet bool
-	CPUs     float64
-	Pids     int64
-	ReadOnly bool
-	User     string // "" = the operator's uid
-	App      string // fly only
-	Mounts   []Mount
+	CPUs      float64 // 0 with CPUsSet means "no limit"
+	CPUsSet   bool
+	Pids      int64 // 0 with PidsSet means "no limit"
+	PidsSet   bool
+	ReadOnly  bool
+	User      string // "" = the operator's uid
+	App       string // fly only
+	Mounts    []Mount
 
 	DeclRange hcl.Range
 	// Attrs maps each attribute name present in the block to its range.
@@ -93,10 +100,10 @@ type Sandbox struct {
 
 // Mount is one `mounts` entry: "./host:/container[:rw]".
 type Mount struct {
-	Source   string // absolute host path
+	Source    string // absolute host path
 	RelSource string // as written, relative to the eval directory (fingerprinted)
-	Target   string
-	Writable bool
+	Target    string
+	Writable  bool
 }
 
 // Harness is a `harness "name"` block: the agent under test.
@@ -117,6 +124,9 @@ type Harness struct {
 	ArgsJSON []byte
 	Timeout  time.Duration // 0: protocol default or task.toml's [agent] timeout_sec
 	MCP      []*MCPServer
+	// ArgsSensitive is true when args was computed from a sensitive
+	// variable: renderers show "(sensitive)" instead of its value.
+	ArgsSensitive bool
 
 	DeclRange hcl.Range
 	Attrs     map[string]hcl.Range
@@ -198,4 +208,11 @@ type LoadOptions struct {
 	// SkipTasks loads datasets' declarations without reading their tasks
 	// (used by fmt and by commands that do not need tasks).
 	SkipTasks bool
+	// UnsetVariablesUnknown gives a required variable without a value an
+	// unknown value instead of reporting it, as `validate` does: checks that
+	// need the value are skipped.
+	UnsetVariablesUnknown bool
+	// Version is hemra's version, checked against hemra.required_version.
+	// Empty skips the check (the constraint's syntax is still checked).
+	Version string
 }

@@ -1,0 +1,665 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+// kindRule says which sandbox settings a kind can enforce. A setting a
+// kind cannot enforce is refused, never ignored.
+type kindRule struct {
+	settings map[string]bool // attributes allowed besides kind
+	networks []string        // allowed network values
+	// mustSay lists attributes the kind requires, with the reason.
+	mustSay map[string]string
+}
+
+func allow(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+var kindRules = map[string]kindRule{
+	KindDocker: {
+		settings: allow("image", "network", "memory", "cpus", "pids", "read_only", "user", "mounts"),
+		networks: []string{NetworkNone, NetworkBridge, NetworkOpen},
+	},
+	KindLocal: {
+		// A local process shares the host's network and resources; only an
+		// honest network = "open" is accepted.
+		settings: allow("network"),
+		networks: []string{NetworkOpen},
+	},
+	KindModal: {
+		settings: allow("image", "network", "memory", "cpus", "mounts"),
+		networks: []string{NetworkNone, NetworkOpen},
+	},
+	KindFly: {
+		settings: allow("image", "network", "memory", "cpus", "mounts", "app"),
+		networks: []string{NetworkOpen},
+		mustSay: map[string]string{
+			"network": `A Fly Machine always has outbound network, which hemra cannot block: set network = "open" to say so.`,
+			"app":     `A Fly Machine runs in a Fly app: set app to the app's name (use a deploy token scoped to it).`,
+		},
+	},
+	KindSprites: {
+		settings: allow("network", "egress", "mounts"),
+		networks: []string{NetworkNone, NetworkOpen},
+	},
+}
+
+var kinds = []string{KindDocker, KindLocal, KindModal, KindFly, KindSprites}
+
+// kindsAllowing lists the kinds that enforce a setting, for error details.
+func kindsAllowing(setting string) []string {
+	var out []string
+	for _, k := range kinds {
+		if kindRules[k].settings[setting] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+var egressPattern = regexp.MustCompile(`^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$`)
+
+func (l *loader) decodeSandbox(n *node) cty.Value {
+	rb := n.block
+	d := l.decoder(blockSandbox, rb.attrs, n, "")
+	d.evalAll()
+	s := &Sandbox{Name: rb.name, Kind: KindDocker, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Sandboxes[rb.name] = s
+	kindKnown := true
+	if d.has("kind") {
+		if k, ok := d.oneOf("kind", kinds...); ok {
+			s.Kind = k
+		} else {
+			kindKnown = false
+		}
+	}
+	rule := kindRules[s.Kind]
+	for _, a := range sortedAttrs(rb.attrs) {
+		if a.Name == "kind" || !kindKnown || rule.settings[a.Name] {
+			continue
+		}
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("A %s sandbox cannot enforce %s", s.Kind, a.Name),
+			Detail: fmt.Sprintf("hemra refuses a setting a sandbox kind cannot enforce rather than ignoring it. Remove %s, or use a kind that enforces it (%s).",
+				a.Name, strings.Join(kindsAllowing(a.Name), ", ")),
+			Subject: a.NameRange.Ptr(),
+		})
+	}
+	if kindKnown {
+		for _, attr := range sortedKeys(rule.mustSay) {
+			if !d.has(attr) {
+				l.diags = append(l.diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Missing required argument",
+					Detail:   fmt.Sprintf("A %s sandbox needs %s. %s", s.Kind, attr, rule.mustSay[attr]),
+					Subject:  rb.block.DefRange.Ptr(),
+				})
+			}
+		}
+	}
+	if v, ok := d.str("image"); ok {
+		if strings.TrimSpace(v) == "" || strings.ContainsAny(v, " \t\n") {
+			d.errorValue(d.attr("image"), "Invalid image reference", fmt.Sprintf("%q is not an image reference like \"python:3.12-slim\" or \"name@sha256:...\".", v))
+		} else {
+			s.Image = v
+		}
+	}
+	if d.has("network") {
+		if kindKnown && rule.settings["network"] {
+			if v, ok := d.oneOf("network", NetworkNone, NetworkBridge, NetworkOpen); ok {
+				if !contains(rule.networks, v) {
+					d.errorValue(d.attr("network"), fmt.Sprintf("A %s sandbox cannot enforce network = %q", s.Kind, v),
+						fmt.Sprintf("A %s sandbox supports network = %s.", s.Kind, quoteList(rule.networks)))
+				} else {
+					s.Network = v
+				}
+			}
+		}
+	}
+	if v, ok := d.strList("egress"); ok {
+		a := d.attr("egress")
+		for i, e := range v {
+			if !egressPattern.MatchString(e) {
+				d.errorElem(a, i, "Invalid egress domain", fmt.Sprintf("%q is not a domain name like \"github.com\" or \"*.pypi.org\" (no scheme, port or path).", e))
+				v = nil
+				break
+			}
+		}
+		if s.Network == NetworkOpen && v != nil {
+			d.errorValue(a, "Egress allowlist with an open network", `network = "open" sets no policy, so an egress allowlist would be ignored. Remove one of the two.`)
+		}
+		s.Egress = v
+	}
+	if d.has("memory") {
+		s.Memory, s.MemorySet = l.size(d, "memory")
+	}
+	if f, a, ok := d.number("cpus"); ok {
+		c, _ := f.Float64()
+		if c < 0 {
+			d.errorValue(a, "Value out of range", fmt.Sprintf("cpus must not be negative; it is %g. 0 means no limit.", c))
+		} else {
+			s.CPUs, s.CPUsSet = c, true
+		}
+	}
+	if v, ok := d.integer("pids", 0); ok {
+		s.Pids, s.PidsSet = v, true
+	}
+	if v, ok := d.boolean("read_only"); ok {
+		s.ReadOnly = v
+	}
+	if v, ok := d.str("user"); ok {
+		if strings.TrimSpace(v) == "" {
+			d.errorValue(d.attr("user"), "Invalid user", `user must be a user name or uid[:gid], like "1000:1000".`)
+		}
+		s.User = v
+	}
+	if v, ok := d.str("app"); ok {
+		s.App = v
+	}
+	if v, ok := d.strList("mounts"); ok {
+		s.Mounts = l.mounts(d, v)
+	}
+	return blockValue(blockSandbox, rb.name, d.vals)
+}
+
+// size reads a memory size given as a string ("4g") or a number of bytes.
+func (l *loader) size(d *attrDecoder, name string) (int64, bool) {
+	v, a, ok := d.value(name)
+	if !ok {
+		return 0, false
+	}
+	if v.Type() == cty.Number {
+		return d.integer(name, 0)
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil {
+		d.typeError(a, `a size like "4g"`, nil)
+		return 0, false
+	}
+	n, perr := ParseSize(s.AsString())
+	if perr != nil {
+		d.errorValue(a, "Invalid size", fmt.Sprintf("%s: %v. Write a size like \"4g\", \"512m\", \"1024k\" or a number of bytes; \"0\" means no limit.", name, perr))
+		return 0, false
+	}
+	return n, true
+}
+
+// mounts parses "./host:/container[:rw|:ro]" entries. Host paths are
+// relative to the eval directory and must exist.
+func (l *loader) mounts(d *attrDecoder, specs []string) []Mount {
+	a := d.attr("mounts")
+	var out []Mount
+	targets := map[string]bool{}
+	for i, spec := range specs {
+		parts := strings.Split(spec, ":")
+		m := Mount{}
+		bad := func(detail string) {
+			d.errorElem(a, i, "Invalid mount", fmt.Sprintf("%q: %s A mount is \"./host/path:/container/path\", read-only unless it ends in \":rw\".", spec, detail))
+		}
+		switch {
+		case len(parts) == 3 && (parts[2] == "rw" || parts[2] == "ro"):
+			m.Writable = parts[2] == "rw"
+		case len(parts) != 2:
+			bad("")
+			continue
+		}
+		m.RelSource, m.Target = parts[0], parts[1]
+		if m.RelSource == "" || m.Target == "" {
+			bad("both paths are needed.")
+			continue
+		}
+		if !strings.HasPrefix(m.Target, "/") {
+			bad("the container path must be absolute.")
+			continue
+		}
+		if targets[m.Target] {
+			bad("the container path is mounted twice.")
+			continue
+		}
+		targets[m.Target] = true
+		m.Source = m.RelSource
+		if !filepath.IsAbs(m.Source) {
+			m.Source = filepath.Join(l.cfg.Dir, m.RelSource)
+		}
+		m.Source = filepath.Clean(m.Source)
+		if _, err := os.Stat(m.Source); err != nil {
+			d.errorElem(a, i, "Mount source not found", fmt.Sprintf("%s does not exist (looked in %s).", m.RelSource, m.Source))
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+var (
+	builtins     = []string{"oracle", "nop"}
+	harnessModes = []string{"command", "builtin", "driver", "via"}
+)
+
+func (l *loader) decodeHarness(n *node) cty.Value {
+	rb := n.block
+	d := l.decoder(blockHarness, rb.attrs, n, "")
+	d.evalAll()
+	h := &Harness{Name: rb.name, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Harnesses[rb.name] = h
+
+	var modes []string
+	for _, m := range harnessModes {
+		if d.has(m) {
+			modes = append(modes, m)
+		}
+	}
+	switch len(modes) {
+	case 0:
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Harness has nothing to run",
+			Detail:   "Set one of command (a program speaking hemra's protocol), builtin (\"oracle\" or \"nop\"), driver (a driver run in the task's image) or via = \"harbor\".",
+			Subject:  rb.block.DefRange.Ptr(),
+		})
+	case 1:
+	default:
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Conflicting harness settings",
+			Detail:   fmt.Sprintf("A harness sets exactly one of command, builtin, driver or via; this one sets %s.", strings.Join(modes, " and ")),
+			Subject:  d.attr(modes[1]).NameRange.Ptr(),
+		})
+	}
+	if v, ok := d.strList("command"); ok {
+		if len(v) == 0 || v[0] == "" {
+			d.errorValue(d.attr("command"), "Empty command", `command must name a program, like ["python3", "/harness/agent.py"].`)
+		} else {
+			h.Command = v
+		}
+	}
+	if v, ok := d.oneOf("builtin", builtins...); ok {
+		h.Builtin = v
+	}
+	if v, ok := d.str("driver"); ok {
+		p := v
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(l.cfg.Dir, v)
+		}
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			d.errorValue(d.attr("driver"), "Driver not found", fmt.Sprintf("%s is not a file in the eval directory (looked in %s).", v, p))
+		} else {
+			h.Driver = v
+		}
+	}
+	if v, ok := d.oneOf("via", "harbor"); ok {
+		h.Via = v
+	}
+	for _, a := range []string{"agent", "model"} {
+		if d.has(a) && !d.has("via") {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Argument only for via = \"harbor\"",
+				Detail:   fmt.Sprintf("%s names the Harbor agent or model of a via = \"harbor\" harness; this harness does not run through Harbor.", a),
+				Subject:  d.attr(a).NameRange.Ptr(),
+			})
+		}
+	}
+	if d.has("via") && !d.has("agent") {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Missing required argument",
+			Detail:   `A via = "harbor" harness needs agent, the Harbor agent to run (for example "claude-code").`,
+			Subject:  rb.block.DefRange.Ptr(),
+		})
+	}
+	if v, ok := d.str("agent"); ok {
+		h.Agent = v
+	}
+	if v, ok := d.str("model"); ok {
+		h.Model = v
+	}
+	if name, ok := d.ref("sandbox", blockSandbox, "sandbox.hardened"); ok {
+		h.Sandbox = l.cfg.Sandboxes[name]
+		switch {
+		case h.Via != "":
+			d.errorValue(d.attr("sandbox"), "Sandbox on a Harbor harness", "A via = \"harbor\" harness runs under Harbor's own environment settings; hemra does not place it in a sandbox. Remove sandbox.")
+		case h.Driver != "" && h.Sandbox != nil && h.Sandbox.Kind == KindLocal:
+			d.errorValue(d.attr("sandbox"), "Driver harness on a local sandbox", "A driver runs inside the task's own image, which a local sandbox does not have. Use a docker sandbox.")
+		}
+	}
+	if v, ok := d.envNames("env"); ok {
+		h.Env = v
+	}
+	if v, a, ok := d.value("args"); ok {
+		if !v.Type().IsObjectType() && !v.Type().IsMapType() {
+			d.typeError(a, "an object, like { model = \"x\", max_turns = 30 }", nil)
+		} else if js, err := ctyjson.Marshal(v, v.Type()); err != nil {
+			d.errorValue(a, "Invalid args", fmt.Sprintf("args cannot be encoded as JSON: %v.", err))
+		} else {
+			h.Args, h.ArgsJSON, h.ArgsSensitive = v, js, d.sensitive["args"]
+		}
+	}
+	if v, ok := d.duration("timeout"); ok {
+		h.Timeout = time.Duration(v)
+	}
+	seen := map[string]hcl.Range{}
+	for _, mb := range rb.blocks {
+		if !l.checkName(mb) {
+			continue
+		}
+		name := mb.Labels[0]
+		if prev, dup := seen[name]; dup {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Duplicate mcp server %q", name),
+				Detail:   fmt.Sprintf("An mcp server named %q was already declared in this harness at %s.", name, prev),
+				Subject:  mb.LabelRanges[0].Ptr(),
+			})
+			continue
+		}
+		seen[name] = mb.DefRange
+		content, diags := mb.Body.Content(mcpSchema)
+		l.diags = append(l.diags, diags...)
+		md := l.decoder("mcp server", content.Attributes, n, "mcp."+name+".")
+		srv := &MCPServer{Name: name, DeclRange: mb.DefRange}
+		if !md.has("command") {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Missing required argument",
+				Detail:   `An mcp block needs command, like ["mcp-files", "--root", "/data"].`,
+				Subject:  mb.DefRange.Ptr(),
+			})
+		} else if v, ok := md.strList("command"); ok {
+			if len(v) == 0 || v[0] == "" {
+				md.errorValue(md.attr("command"), "Empty command", "command must name a program.")
+			}
+			srv.Command = v
+		}
+		if v, ok := md.envNames("env"); ok {
+			srv.Env = v
+		}
+		h.MCP = append(h.MCP, srv)
+	}
+	return blockValue(blockHarness, rb.name, d.vals)
+}
+
+func (l *loader) decodeDataset(n *node) cty.Value {
+	rb := n.block
+	d := l.decoder(blockDataset, rb.attrs, n, "")
+	d.evalAll()
+	ds := &Dataset{Name: rb.name, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Datasets[rb.name] = ds
+	value := blockValue(blockDataset, rb.name, d.vals)
+	if !d.has("source") {
+		l.requireAttr(rb, "source", `A dataset needs source: a folder of Harbor tasks ("./tasks") or a JSONL file ("./inputs.jsonl").`)
+	}
+	for _, list := range []string{"include", "exclude"} {
+		v, ok := d.strList(list)
+		if !ok {
+			continue
+		}
+		for i, p := range v {
+			if err := dataset.CheckPattern(p); err != nil {
+				d.errorElem(d.attr(list), i, "Invalid pattern", err.Error()+".")
+				ok = false
+			}
+		}
+		if ok && list == "include" {
+			ds.Include = v
+		} else if ok {
+			ds.Exclude = v
+		}
+	}
+	src, ok := d.str("source")
+	if !ok {
+		return value
+	}
+	ds.Source = src
+	if l.opts.SkipTasks {
+		return value
+	}
+	rng := d.attr("source").Expr.Range()
+	tasks, diags := dataset.Load(src, l.cfg.Dir, dataset.LoadOptions{Files: l.cfg.Files})
+	for _, diag := range diags {
+		if diag.Subject == nil {
+			diag.Subject = rng.Ptr()
+		}
+	}
+	l.diags = append(l.diags, diags...)
+	if diags.HasErrors() && len(tasks) == 0 {
+		return value
+	}
+	ds.Tasks = dataset.Select(tasks, ds.Include, ds.Exclude)
+	if len(ds.Tasks) == 0 && !diags.HasErrors() {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Dataset has no tasks",
+			Detail:   fmt.Sprintf("%s holds %d tasks and include/exclude select none of them: evals over dataset.%s will plan nothing.", src, len(tasks), rb.name),
+			Subject:  rng.Ptr(),
+		})
+	}
+	return value
+}
+
+func (l *loader) requireAttr(rb *rawBlock, name, detail string) {
+	l.diags = append(l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Missing required argument",
+		Detail:   fmt.Sprintf("The argument %q is required. %s", name, detail),
+		Subject:  rb.block.DefRange.Ptr(),
+	})
+}
+
+var matchModes = []string{"exact", "includes", "regex", "numeric"}
+
+func (l *loader) decodeVerifier(n *node) cty.Value {
+	rb := n.block
+	d := l.decoder(blockVerifier, rb.attrs, n, "")
+	d.evalAll()
+	v := &Verifier{Name: rb.name, CaseSensitive: true, Trim: true, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Verifiers[rb.name] = v
+	if s, ok := d.oneOf("network", NetworkNone, NetworkBridge, NetworkOpen); ok {
+		v.Network = s
+	}
+	if s, ok := d.envNames("env"); ok {
+		v.Env = s
+	}
+	if t, ok := d.duration("timeout"); ok {
+		v.Timeout = time.Duration(t)
+	}
+	if s, ok := d.oneOf("match", matchModes...); ok {
+		v.Match = s
+	}
+	if b, ok := d.boolean("case_sensitive"); ok {
+		v.CaseSensitive = b
+	}
+	if b, ok := d.boolean("trim"); ok {
+		v.Trim = b
+	}
+	if f, a, ok := d.number("tolerance"); ok {
+		t, _ := f.Float64()
+		switch {
+		case t < 0:
+			d.errorValue(a, "Value out of range", fmt.Sprintf("tolerance must not be negative; it is %g.", t))
+		case v.Match != "numeric" && d.has("match"):
+			d.errorValue(a, "Tolerance without numeric match", `tolerance applies only to match = "numeric".`)
+		default:
+			v.Tolerance = t
+		}
+	}
+	return blockValue(blockVerifier, rb.name, d.vals)
+}
+
+// defaultMaxCalls bounds a judge's model calls when max_calls is absent.
+const defaultMaxCalls = 4
+
+func (l *loader) decodeJudge(n *node) cty.Value {
+	rb := n.block
+	d := l.decoder(blockJudge, rb.attrs, n, "")
+	d.evalAll()
+	j := &Judge{Name: rb.name, MaxCalls: defaultMaxCalls, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Judges[rb.name] = j
+	if !d.has("source") {
+		l.requireAttr(rb, "source", `A judge needs source: the folder holding its judge.toml and rubric ("./judges/quality").`)
+	}
+	if !d.has("base_url") {
+		l.requireAttr(rb, "base_url", `A judge needs base_url: the model API its calls are forwarded to ("https://api.openai.com/v1").`)
+	}
+	if s, ok := d.str("source"); ok {
+		p := s
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(l.cfg.Dir, s)
+		}
+		if _, err := os.Stat(filepath.Join(p, "judge.toml")); err != nil {
+			d.errorValue(d.attr("source"), "Judge not found", fmt.Sprintf("%s holds no judge.toml (looked in %s).", s, p))
+		} else {
+			j.Source = s
+		}
+	}
+	if s, ok := d.str("base_url"); ok {
+		if err := checkBaseURL(s); err != nil {
+			d.errorValue(d.attr("base_url"), "Invalid base_url", err.Error())
+		} else {
+			j.BaseURL = s
+		}
+	}
+	if s, ok := d.str("key_env"); ok {
+		switch {
+		case !envNamePattern.MatchString(s):
+			d.errorValue(d.attr("key_env"), "Invalid environment variable name", fmt.Sprintf("key_env names the variable holding the API key, like \"OPENAI_API_KEY\"; %q is not a variable name.", s))
+		case reservedEnv(s):
+			d.errorValue(d.attr("key_env"), "Reserved environment variable name", fmt.Sprintf("%s belongs to a sandbox provider, its bridge, the docker client or hemra itself.", s))
+		default:
+			j.KeyEnv = s
+		}
+	}
+	if s, ok := d.str("model"); ok {
+		j.Model = s
+	}
+	if v, ok := d.integer("max_calls", 1); ok {
+		j.MaxCalls = int(v)
+	}
+	return blockValue(blockJudge, rb.name, d.vals)
+}
+
+// checkBaseURL accepts https URLs, and http only to a loopback address:
+// the gateway adds the API key to each call, which must not travel in
+// clear over a network.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL like \"https://api.openai.com/v1\"", s)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+			return nil
+		}
+		return fmt.Errorf("%q uses http to a non-loopback host; the API key would travel in clear. Use https", s)
+	}
+	return fmt.Errorf("%q must be an https URL", s)
+}
+
+func (l *loader) decodeEval(n *node) {
+	rb := n.block
+	d := l.decoder(blockEval, rb.attrs, n, "")
+	d.evalAll()
+	e := &Eval{Name: rb.name, Attempts: 1, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
+	l.cfg.Evals[rb.name] = e
+	if !d.has("dataset") {
+		l.requireAttr(rb, "dataset", "An eval needs dataset, like dataset = dataset.smoke.")
+	}
+	if !d.has("harnesses") {
+		l.requireAttr(rb, "harnesses", "An eval needs at least one harness, like harnesses = [harness.oracle].")
+	}
+	if name, ok := d.ref("dataset", blockDataset, "dataset.smoke"); ok {
+		e.Dataset = l.cfg.Datasets[name]
+	}
+	if names, ok := d.refs("harnesses", blockHarness, "harness.oracle"); ok {
+		if len(names) == 0 {
+			d.errorValue(d.attr("harnesses"), "Eval names no harness", "harnesses must list at least one harness, like [harness.oracle].")
+		}
+		seen := map[string]bool{}
+		for i, name := range names {
+			if seen[name] {
+				d.errorElem(d.attr("harnesses"), i, "Duplicate harness", fmt.Sprintf("harness.%s is listed twice; use attempts to run it more than once.", name))
+				continue
+			}
+			seen[name] = true
+			e.Harnesses = append(e.Harnesses, l.cfg.Harnesses[name])
+		}
+	}
+	if v, ok := d.integer("attempts", 1); ok {
+		e.Attempts = int(v)
+	}
+	if name, ok := d.ref("verifier", blockVerifier, "verifier.default"); ok {
+		e.Verifier = l.cfg.Verifiers[name]
+	}
+	if names, ok := d.refs("judges", blockJudge, "judge.quality"); ok {
+		seen := map[string]bool{}
+		for i, name := range names {
+			if seen[name] {
+				d.errorElem(d.attr("judges"), i, "Duplicate judge", fmt.Sprintf("judge.%s is listed twice.", name))
+				continue
+			}
+			seen[name] = true
+			e.Judges = append(e.Judges, l.cfg.Judges[name])
+		}
+	}
+	if caps, ok := d.strList("require"); ok {
+		var all []string
+		for _, c := range sandbox.AllCapabilities {
+			all = append(all, string(c))
+		}
+		seen := map[string]bool{}
+		for i, c := range caps {
+			switch {
+			case !sandbox.IsCapability(c):
+				d.errorElem(d.attr("require"), i, "Unknown capability", fmt.Sprintf("%q is not a capability.%s The capabilities are %s.", c, suggest(c, all), strings.Join(all, ", ")))
+			case seen[c]:
+				d.errorElem(d.attr("require"), i, "Duplicate capability", fmt.Sprintf("%q is listed twice.", c))
+			default:
+				seen[c] = true
+				e.Require = append(e.Require, c)
+			}
+		}
+	}
+}
+
+func attrRanges(attrs hcl.Attributes) map[string]hcl.Range {
+	m := make(map[string]hcl.Range, len(attrs))
+	for n, a := range attrs {
+		m[n] = a.Range
+	}
+	return m
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
