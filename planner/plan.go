@@ -4,6 +4,32 @@ import (
 	"github.com/hemra-dev/hemra/state"
 )
 
+// Options are the inputs of Plan that do not come from the config or the
+// state: command-line selections and the image digests resolved before
+// planning.
+type Options struct {
+	// Targets restricts the plan to matching addresses (-target): exact
+	// addresses, prefixes ("baseline/agent") or path.Match globs
+	// ("baseline/agent/*").
+	Targets []string
+	// Replace forces a re-run of matching addresses (-replace).
+	Replace []string
+	// Require adds capabilities every eval requires (-require).
+	Require []string
+	// Images maps each image reference to its resolved digest (see
+	// ResolveImages). References pinned by digest need no entry.
+	Images map[string]ImageResolution
+	// HemraVersion is recorded in the plan.
+	HemraVersion string
+	// ExecutionSemanticsVersion enters every agent fingerprint; empty
+	// means the package's ExecutionSemanticsVersion.
+	ExecutionSemanticsVersion string
+	// StoreDir is the absolute store folder. Mounted folders that contain
+	// it are hashed without it (it changes with every apply). Never
+	// fingerprinted.
+	StoreDir string
+}
+
 // FormatVersion is the version of the plan's JSON form (and so of the
 // saved plan file). Bump it on any incompatible change.
 const FormatVersion = "1.0"
@@ -59,6 +85,11 @@ type Plan struct {
 
 	// Notes are plan-level remarks ("lock file missing an entry for ...").
 	Notes []string `json:"notes,omitempty"`
+
+	// Targets and Replace are the -target and -replace patterns the plan
+	// was made with.
+	Targets []string `json:"targets,omitempty"`
+	Replace []string `json:"replace,omitempty"`
 }
 
 // ImageResolution says how an image reference became a digest.

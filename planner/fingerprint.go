@@ -1,0 +1,220 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hemra-dev/hemra/state"
+)
+
+// Stages of an attempt, as recorded in state.Input.Stage.
+const (
+	StageAgent  = "agent"
+	StageVerify = "verify"
+	StageJudge  = "judge"
+)
+
+// ExecutionSemanticsVersion is the default version of what "running an
+// attempt" means. It is part of every agent fingerprint: bumping it (a
+// change in how hemra runs harnesses that can change outcomes) re-runs
+// everything.
+const ExecutionSemanticsVersion = "1"
+
+// maxTextBlob is the size under which a UTF-8 file is kept as a blob so a
+// later plan can show a unified diff of it.
+const maxTextBlob = 256 << 10
+
+// maxLiteral is the longest value recorded literally; longer values are
+// recorded as their SHA-256.
+const maxLiteral = 256
+
+// Fingerprints are computed in two levels so that a plan over 100,000
+// attempts hashes each task and each harness once, not once per attempt:
+//
+//	group hash  = SHA-256 over "path\x00value\n" of the group's inputs, sorted by path
+//	fingerprint = SHA-256 over "hemra-fp/1 <stage>\n" then "<group> <group hash hex>\n"
+//	              for each non-empty group in name order
+//
+// The group of an input follows from its path (see groupOf), so
+// Fingerprint can recompute any stage's fingerprint from a manifest's
+// inputs alone.
+
+// groupOf says which group an input path belongs to.
+func groupOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "task."):
+		return "task"
+	case strings.HasPrefix(path, "attempt."), strings.HasPrefix(path, "hemra."):
+		return "attempt"
+	case path == chainAgent || path == chainVerify:
+		return "chain"
+	case strings.HasPrefix(path, "verifier."):
+		return "verifier"
+	case strings.HasPrefix(path, "judge."):
+		return "judge"
+	}
+	return "harness" // harness.*, sandbox.*, image ..., mount ..., file ...
+}
+
+// Inputs that chain a stage to the one before it.
+const (
+	chainAgent  = "agent.fingerprint"
+	chainVerify = "verify.fingerprint"
+)
+
+// group is a sorted list of inputs of one stage and one group, with its
+// hash computed once.
+type group struct {
+	name   string
+	inputs []state.Input
+	sum    [sha256.Size]byte
+}
+
+func newGroup(name string, inputs []state.Input) *group {
+	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
+	g := &group{name: name, inputs: inputs}
+	h := sha256.New()
+	var buf []byte
+	for _, in := range inputs {
+		buf = append(buf[:0], in.Path...)
+		buf = append(buf, 0)
+		buf = append(buf, in.Value...)
+		buf = append(buf, '\n')
+		h.Write(buf)
+	}
+	h.Sum(g.sum[:0])
+	return g
+}
+
+// fingerprint combines group hashes into a stage fingerprint. groups must
+// be sorted by name; empty groups are skipped.
+func fingerprint(stage string, groups ...*group) string {
+	buf := make([]byte, 0, 64+len(groups)*80)
+	buf = append(buf, "hemra-fp/1 "...)
+	buf = append(buf, stage...)
+	buf = append(buf, '\n')
+	for _, g := range groups {
+		if g == nil || len(g.inputs) == 0 {
+			continue
+		}
+		buf = append(buf, g.name...)
+		buf = append(buf, ' ')
+		buf = hex.AppendEncode(buf, g.sum[:])
+		buf = append(buf, '\n')
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:])
+}
+
+// Fingerprint recomputes a stage's fingerprint from a manifest's inputs
+// (all stages may be passed; only stage's are used).
+func Fingerprint(stage string, inputs []state.Input) string {
+	byGroup := map[string][]state.Input{}
+	for _, in := range inputs {
+		if in.Stage == stage {
+			g := groupOf(in.Path)
+			byGroup[g] = append(byGroup[g], in)
+		}
+	}
+	names := make([]string, 0, len(byGroup))
+	for n := range byGroup {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	groups := make([]*group, len(names))
+	for i, n := range names {
+		groups[i] = newGroup(n, append([]state.Input(nil), byGroup[n]...))
+	}
+	return fingerprint(stage, groups...)
+}
+
+// inputList collects the inputs of one group.
+type inputList struct {
+	stage  string
+	inputs []state.Input
+}
+
+// literal records a small value as canonical JSON.
+func (l *inputList) literal(path string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(strconv.Quote(err.Error()))
+	}
+	l.raw(path, string(b))
+}
+
+// raw records an already canonical JSON value, hashing it when long.
+func (l *inputList) raw(path, value string) {
+	if len(value) > maxLiteral {
+		value = contentValue([]byte(value))
+	}
+	l.inputs = append(l.inputs, state.Input{Stage: l.stage, Path: path, Value: value})
+}
+
+// file records a file by its content hash; blob marks it as a text file
+// whose content is kept for diffs.
+func (l *inputList) file(path, sha string, size int64, blob bool) {
+	in := state.Input{Stage: l.stage, Path: path, Value: "sha256:" + sha}
+	if blob && size < maxTextBlob {
+		in.Blob = sha
+	}
+	l.inputs = append(l.inputs, in)
+}
+
+// content records bytes held in memory (an instruction), as a text blob
+// when they are small valid UTF-8.
+func (l *inputList) content(path string, data []byte) {
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	l.file(path, sha, int64(len(data)), utf8.Valid(data))
+}
+
+func contentValue(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// flatten records a decoded JSON value as one input per leaf: objects are
+// walked, arrays and scalars are leaves. Values under a key named "env"
+// are environment values written in a task.toml: only their hash is kept.
+func (l *inputList) flatten(path string, v any, secret bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			l.flatten(path+"."+k, x[k], secret || k == "env")
+		}
+	case nil:
+	default:
+		b, _ := json.Marshal(x)
+		if secret {
+			l.inputs = append(l.inputs, state.Input{Stage: l.stage, Path: path, Value: contentValue(b)})
+			return
+		}
+		l.raw(path, string(b))
+	}
+}
+
+// flattenJSON flattens an encoded JSON value (args, a task.toml section).
+func (l *inputList) flattenJSON(path string, data []byte, secret bool) {
+	if len(data) == 0 {
+		return
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		l.raw(path, contentValue(data))
+		return
+	}
+	l.flatten(path, v, secret)
+}

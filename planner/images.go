@@ -1,0 +1,375 @@
+package planner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/sandbox"
+)
+
+// ImageResolver turns an image reference ("python:3.12-slim") into the
+// digest it points to now ("sha256:...").
+type ImageResolver interface {
+	Resolve(ctx context.Context, ref string) (digest string, err error)
+}
+
+// Sources of an ImageResolution.
+const (
+	SourceDigest = "digest" // pinned in the reference itself
+	SourceLock   = "lock"   // read from hemra.lock.hcl
+	SourceLive   = "live"   // asked the registry or engine during this plan
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// DigestOf returns the digest a reference pins ("x@sha256:..."), if any.
+func DigestOf(ref string) (string, bool) {
+	_, d, ok := strings.Cut(ref, "@")
+	if ok && digestRE.MatchString(d) {
+		return d, true
+	}
+	return "", false
+}
+
+// DigestResolver resolves only references that already carry a digest.
+type DigestResolver struct{}
+
+// Resolve implements ImageResolver.
+func (DigestResolver) Resolve(_ context.Context, ref string) (string, error) {
+	if d, ok := DigestOf(ref); ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("%s is a tag, not a digest", ref)
+}
+
+// LockResolver resolves references recorded in a lock file.
+type LockResolver struct{ Lock *LockFile }
+
+// Resolve implements ImageResolver.
+func (r LockResolver) Resolve(_ context.Context, ref string) (string, error) {
+	if r.Lock != nil {
+		if d, ok := r.Lock.Images[ref]; ok {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not in %s", ref, LockFileName)
+}
+
+// ImageUse is one image reference the config uses, with what uses it and
+// where to point a diagnostic.
+type ImageUse struct {
+	Reference string
+	UsedBy    []string // "sandbox.hardened", "task smoke/hello"
+	Range     *hcl.Range
+}
+
+// CollectImages lists every image reference the config's attempts would
+// run, sorted: sandbox images, and for harnesses that run each task's own
+// image on docker, the tasks' docker_image and Dockerfile FROM lines.
+// Problems reading a Dockerfile are warnings.
+func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
+	p := newPlanner(cfg, nil, Options{})
+	uses := map[string]*ImageUse{}
+	add := func(ref, by string, rng *hcl.Range) {
+		u := uses[ref]
+		if u == nil {
+			u = &ImageUse{Reference: ref, Range: rng}
+			uses[ref] = u
+		}
+		for _, b := range u.UsedBy {
+			if b == by {
+				return
+			}
+		}
+		u.UsedBy = append(u.UsedBy, by)
+	}
+	for _, e := range sortedEvals(cfg) {
+		taskImages := false
+		for _, h := range sortedHarnesses(e) {
+			s, sb := sandboxOf(h)
+			if sb != nil && sb.Image != "" && s.Kind != config.KindLocal && s.Kind != config.KindSprites {
+				add(sb.Image, "sandbox."+sb.Name, rangeOf(sb.Attrs, "image", sb.DeclRange))
+			}
+			taskImages = taskImages || usesTaskImage(h, s, sb)
+		}
+		if !taskImages || e.Dataset == nil {
+			continue
+		}
+		for _, t := range e.Dataset.Tasks {
+			by := "task " + e.Dataset.Name + "/" + t.Name
+			for _, ref := range p.taskImageRefs(t) {
+				add(ref.ref, by, ref.rng)
+			}
+		}
+	}
+	out := make([]ImageUse, 0, len(uses))
+	for _, u := range uses {
+		sort.Strings(u.UsedBy)
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Reference < out[j].Reference })
+	return out, p.diags
+}
+
+// ResolveImages resolves every use: a digest in the reference first, then
+// the lock file, then live (when live is not nil). It returns the
+// resolutions Plan takes, notes saying plainly what was resolved live or
+// missing from the lock, and an error diagnostic at the image attribute
+// for each reference that cannot be resolved.
+func ResolveImages(ctx context.Context, uses []ImageUse, lock *LockFile, live ImageResolver) (map[string]ImageResolution, []string, hcl.Diagnostics) {
+	out := map[string]ImageResolution{}
+	var notes []string
+	var diags hcl.Diagnostics
+	var liveRefs []string
+	for _, u := range uses {
+		res := ImageResolution{Reference: u.Reference, UsedBy: u.UsedBy}
+		if d, ok := DigestOf(u.Reference); ok {
+			res.Digest, res.Source = d, SourceDigest
+			out[u.Reference] = res
+			continue
+		}
+		if lock != nil {
+			if d, ok := lock.Images[u.Reference]; ok {
+				res.Digest, res.Source = d, SourceLock
+				out[u.Reference] = res
+				continue
+			}
+		}
+		reason := "no image resolver is available here"
+		if live != nil {
+			d, err := live.Resolve(ctx, u.Reference)
+			if err == nil {
+				res.Digest, res.Source = d, SourceLive
+				out[u.Reference] = res
+				liveRefs = append(liveRefs, u.Reference)
+				continue
+			}
+			reason = err.Error()
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot resolve image",
+			Detail: fmt.Sprintf("Image %q (used by %s) is not in %s and cannot be resolved: %s. Run `hemra init` where the image registry or Docker is reachable, or pin it by digest (%s@sha256:...).",
+				u.Reference, strings.Join(u.UsedBy, ", "), LockFileName, reason, u.Reference),
+			Subject: u.Range,
+		})
+	}
+	if len(liveRefs) > 0 {
+		notes = append(notes, fmt.Sprintf("%s has no entry for %s: resolved live now. Run `hemra init` to pin %s so every plan uses the same digest.",
+			LockFileName, strings.Join(liveRefs, ", "), plural(len(liveRefs), "it", "them")))
+	}
+	return out, notes, diags
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// resolve looks a reference up in Options.Images (or its own digest).
+func (p *planner) resolve(ref, usedBy string, rng *hcl.Range) (string, bool) {
+	users := p.imagesUsed[ref]
+	if users == nil {
+		users = map[string]bool{}
+		p.imagesUsed[ref] = users
+	}
+	users[usedBy] = true
+	if r, ok := p.opts.Images[ref]; ok && r.Digest != "" {
+		return r.Digest, true
+	}
+	if d, ok := DigestOf(ref); ok {
+		return d, true
+	}
+	if !p.imageDiags[ref] {
+		p.imageDiags[ref] = true
+		p.errorf(rng, "Image not resolved",
+			"Image %q (used by %s) has no digest: it is not in %s and was not resolved. Run `hemra init` to pin it, or write it with its digest (%s@sha256:...).",
+			ref, usedBy, LockFileName, ref)
+	}
+	return "", false
+}
+
+// imageList reports the images the plan used, with the previous digest
+// when an attempt's change shows one.
+func (p *planner) imageList(plan *Plan) []ImageResolution {
+	previous := map[string]string{}
+	for _, a := range plan.Attempts {
+		for _, c := range a.Changes {
+			ref, ok := imageOfPath(c.Path)
+			if ok && c.Old != "" && c.Old != c.New {
+				previous[ref] = c.Old
+			}
+		}
+	}
+	var out []ImageResolution
+	for ref, users := range p.imagesUsed {
+		r, ok := p.opts.Images[ref]
+		if !ok {
+			d, pinned := DigestOf(ref)
+			if !pinned {
+				continue
+			}
+			r = ImageResolution{Reference: ref, Digest: d, Source: SourceDigest}
+		}
+		r.UsedBy = sortedKeys(users)
+		r.Previous = previous[ref]
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Reference < out[j].Reference })
+	return out
+}
+
+func imageOfPath(path string) (string, bool) {
+	for _, pre := range []string{"image ", "task.image "} {
+		if strings.HasPrefix(path, pre) {
+			return path[len(pre):], true
+		}
+	}
+	return "", false
+}
+
+type fromLine struct {
+	ref string
+	rng *hcl.Range
+}
+
+// taskImageRefs lists the images a task's own environment starts from:
+// its docker_image, or the FROM lines of environment/Dockerfile.
+func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
+	var out []fromLine
+	if t.Config != nil && t.Config.Environment.DockerImage != "" {
+		out = append(out, fromLine{ref: t.Config.Environment.DockerImage, rng: &hcl.Range{Filename: p.taskFile(t, "task.toml")}})
+	}
+	if !t.HasDockerfile() {
+		return out
+	}
+	var sha string
+	for _, f := range t.Environment {
+		if f.Path == "environment/Dockerfile" {
+			sha = f.SHA256
+		}
+	}
+	if froms, ok := p.froms[sha]; ok {
+		return append(out, retarget(froms, p.taskFile(t, "environment/Dockerfile"))...)
+	}
+	name := p.taskFile(t, "environment/Dockerfile")
+	data, err := os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
+	if err != nil {
+		p.diags = append(p.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning, Summary: "Cannot read Dockerfile",
+			Detail: fmt.Sprintf("%s: %v; its base images are not pinned.", name, pathError(err)), Subject: &hcl.Range{Filename: name},
+		})
+		return out
+	}
+	froms := parseFrom(data, name)
+	p.froms[sha] = froms
+	return append(out, froms...)
+}
+
+func retarget(froms []fromLine, name string) []fromLine {
+	out := make([]fromLine, len(froms))
+	for i, f := range froms {
+		r := *f.rng
+		r.Filename = name
+		out[i] = fromLine{ref: f.ref, rng: &r}
+	}
+	return out
+}
+
+func (p *planner) taskFile(t *dataset.Task, rel string) string {
+	return relTo(p.cfg.Dir, filepath.Join(t.Dir, filepath.FromSlash(rel)))
+}
+
+// parseFrom reads the base images of a Dockerfile: FROM lines, skipping
+// build stages named earlier, scratch, and references built from ARGs
+// (which cannot be pinned without building).
+func parseFrom(data []byte, name string) []fromLine {
+	var out []fromLine
+	stages := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || !strings.EqualFold(fields[0], "FROM") {
+			continue
+		}
+		args := fields[1:]
+		for len(args) > 0 && strings.HasPrefix(args[0], "--") {
+			args = args[1:]
+		}
+		if len(args) == 0 {
+			continue
+		}
+		ref := args[0]
+		earlierStage := stages[strings.ToLower(ref)]
+		if len(args) >= 3 && strings.EqualFold(args[1], "AS") {
+			stages[strings.ToLower(args[2])] = true
+		}
+		if ref == "scratch" || earlierStage || strings.Contains(ref, "$") {
+			continue
+		}
+		col := strings.Index(sc.Text(), ref) + 1
+		out = append(out, fromLine{ref: ref, rng: &hcl.Range{
+			Filename: name,
+			Start:    hcl.Pos{Line: line, Column: col},
+			End:      hcl.Pos{Line: line, Column: col + len(ref)},
+		}})
+	}
+	return out
+}
+
+// taskImages records a task's images for a harness running the task's
+// own image, and what the provider needs to run or build it.
+func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval) {
+	by := "task " + e.Dataset.Name + "/" + t.Name
+	refs := p.taskImageRefs(t)
+	from := map[string]string{}
+	for _, r := range refs {
+		d, ok := p.resolve(r.ref, by, r.rng)
+		if !ok {
+			continue
+		}
+		l.raw("task.image "+r.ref, d)
+		ti.images[r.ref] = d
+		from[r.ref] = pinned(r.ref, d)
+	}
+	if t.Config != nil && t.Config.Environment.DockerImage != "" {
+		ti.image = from[t.Config.Environment.DockerImage]
+	}
+	if t.HasDockerfile() && ti.image == "" {
+		h := sha256.New()
+		for _, f := range t.Environment {
+			fmt.Fprintf(h, "%s\x00%s\n", f.Path, f.SHA256)
+		}
+		keys := make([]string, 0, len(from))
+		for k := range from {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(h, "from %s\x00%s\n", k, from[k])
+		}
+		ti.build = &sandbox.Build{
+			Context: filepath.Join(t.Dir, "environment"),
+			Hash:    "sha256:" + hex.EncodeToString(h.Sum(nil)),
+			From:    from,
+		}
+	}
+}

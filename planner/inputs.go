@@ -1,0 +1,511 @@
+package planner
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// The inputs of each stage, by where they come from. Paths read like
+// attribute paths so a plan can say what changed:
+//
+//	agent:  attempt.repetition, hemra.execution_semantics,
+//	        harness.*, sandbox.*, image <ref>, mount <target>/<file>, file <path>,
+//	        task.instruction.md, task.environment/..., task.toml.agent.*,
+//	        task.toml.environment.*, task.image <ref>, task.solution/... (oracle)
+//	verify: agent.fingerprint, task.tests/..., task.toml.verifier.*, task.target,
+//	        verifier.*
+//	judge:  verify.fingerprint, judge.<name>.*, judge.<name>/<file>
+
+func jsonMarshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// sandboxOf returns the harness's sandbox settings with the kind's
+// defaults applied, and the names of attributes written in config.
+func sandboxOf(h *config.Harness) (sandbox.Settings, *config.Sandbox) {
+	sb := h.Sandbox
+	if sb == nil {
+		return sandbox.WithDefaults(sandbox.Settings{Kind: config.KindDocker}, nil), nil
+	}
+	s := sandbox.Settings{
+		Kind:     sb.Kind,
+		Network:  sb.Network,
+		Egress:   sb.Egress,
+		Memory:   sb.Memory,
+		CPUs:     sb.CPUs,
+		Pids:     sb.Pids,
+		ReadOnly: sb.ReadOnly,
+		User:     sb.User,
+	}
+	for _, m := range sb.Mounts {
+		s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
+	}
+	set := map[string]bool{"memory": sb.MemorySet, "cpus": sb.CPUsSet, "pids": sb.PidsSet}
+	return sandbox.WithDefaults(s, set), sb
+}
+
+// usesTaskImage says whether a harness runs in each task's own image
+// rather than its sandbox's: built-ins and drivers always do on docker, a
+// program harness does when its sandbox names no image.
+func usesTaskImage(h *config.Harness, s sandbox.Settings, sb *config.Sandbox) bool {
+	if h.Via != "" || s.Kind != config.KindDocker {
+		return false
+	}
+	return h.Builtin != "" || h.Driver != "" || sb == nil || sb.Image == ""
+}
+
+// harness computes the harness group: the harness definition, its
+// sandbox's settings and image, and the files it mounts or runs.
+func (p *planner) harness(h *config.Harness) *harnessInfo {
+	if hi, ok := p.harnesses[h]; ok {
+		return hi
+	}
+	settings, sb := sandboxOf(h)
+	hi := &harnessInfo{
+		settings:      settings,
+		offered:       sandbox.CapabilitiesFor(settings),
+		usesTaskImage: usesTaskImage(h, settings, sb),
+		oracle:        h.Builtin == "oracle",
+		images:        map[string]string{},
+	}
+	l := inputList{stage: StageAgent}
+	if len(h.Command) > 0 {
+		l.literal("harness.command", h.Command)
+	}
+	if h.Builtin != "" {
+		l.literal("harness.builtin", h.Builtin)
+	}
+	if h.Via != "" {
+		l.literal("harness.via", h.Via)
+	}
+	if h.Agent != "" {
+		l.literal("harness.agent", h.Agent)
+	}
+	if h.Model != "" {
+		l.literal("harness.model", h.Model)
+	}
+	if h.ArgsSensitive {
+		l.inputs = append(l.inputs, sensitiveInput(StageAgent, "harness.args", h.ArgsJSON))
+	} else {
+		l.flattenJSON("harness.args", h.ArgsJSON, false)
+	}
+	if h.Timeout > 0 {
+		l.literal("harness.timeout", h.Timeout.String())
+	}
+	env := append([]string(nil), h.Env...)
+	sort.Strings(env)
+	if env == nil {
+		env = []string{}
+	}
+	l.literal("harness.env", env)
+	names := map[string]bool{}
+	for _, n := range h.Env {
+		names[n] = true
+	}
+	for _, m := range h.MCP {
+		l.literal("harness.mcp."+m.Name+".command", m.Command)
+		menv := append([]string(nil), m.Env...)
+		sort.Strings(menv)
+		if menv == nil {
+			menv = []string{}
+		}
+		l.literal("harness.mcp."+m.Name+".env", menv)
+		for _, n := range m.Env {
+			names[n] = true
+		}
+	}
+	hi.envNames = sortedKeys(names)
+
+	// The sandbox's settings, named by attribute; never its block name (a
+	// rename changes nothing that runs) nor host paths.
+	l.literal("sandbox.kind", settings.Kind)
+	if settings.Network != "" {
+		l.literal("sandbox.network", settings.Network)
+	}
+	if len(settings.Egress) > 0 {
+		eg := append([]string(nil), settings.Egress...)
+		sort.Strings(eg)
+		l.literal("sandbox.egress", eg)
+	}
+	if settings.Kind != config.KindLocal {
+		l.literal("sandbox.memory", settings.Memory)
+		l.literal("sandbox.cpus", settings.CPUs)
+		l.literal("sandbox.pids", settings.Pids)
+		l.literal("sandbox.read_only", settings.ReadOnly)
+	}
+	if settings.User != "" {
+		l.literal("sandbox.user", settings.User)
+	}
+	if sb != nil {
+		if sb.App != "" {
+			l.literal("sandbox.app", sb.App)
+		}
+		var mounts []string
+		for _, m := range sb.Mounts {
+			spec := m.RelSource + ":" + m.Target
+			if m.Writable {
+				spec += ":rw"
+			}
+			mounts = append(mounts, spec)
+		}
+		if len(mounts) > 0 {
+			l.literal("sandbox.mounts", mounts)
+		}
+		for _, m := range sb.Mounts {
+			p.hashMount(&l, m, sb)
+		}
+		if sb.Image != "" && settings.Kind != config.KindLocal && settings.Kind != config.KindSprites {
+			rng := rangeOf(sb.Attrs, "image", sb.DeclRange)
+			if digest, ok := p.resolve(sb.Image, "sandbox."+sb.Name, rng); ok {
+				l.raw("image "+sb.Image, digest)
+				hi.images[sb.Image] = digest
+				hi.settings.Image = pinned(sb.Image, digest)
+			}
+		}
+	}
+	if h.Driver != "" {
+		p.hashPath(&l, "file "+h.Driver, filepath.Join(p.cfg.Dir, filepath.FromSlash(h.Driver)), rangeOf(h.Attrs, "driver", h.DeclRange))
+	}
+	// Files a command runs from the eval directory (a local harness's
+	// script): any argument naming an existing file under it.
+	for _, arg := range h.Command {
+		if arg == "" || filepath.IsAbs(arg) || strings.HasPrefix(arg, "-") || strings.Contains(arg, "..") {
+			continue
+		}
+		full := filepath.Join(p.cfg.Dir, filepath.FromSlash(arg))
+		if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
+			p.hashPath(&l, "file "+path.Clean(filepath.ToSlash(arg)), full, rangeOf(h.Attrs, "command", h.DeclRange))
+		}
+	}
+	hi.group = newGroup("harness", l.inputs)
+	p.harnesses[h] = hi
+	return hi
+}
+
+// sensitiveInput records a value computed from a sensitive variable by
+// its hash only, so a change is still seen but the value never stored.
+func sensitiveInput(stage, path string, data []byte) state.Input {
+	return state.Input{Stage: stage, Path: path, Value: "(sensitive) " + contentValue(data)}
+}
+
+func rangeOf(attrs map[string]hcl.Range, name string, decl hcl.Range) *hcl.Range {
+	if r, ok := attrs[name]; ok {
+		return &r
+	}
+	r := decl
+	return &r
+}
+
+// pinned is the immutable reference a provider runs: the reference with
+// its digest.
+func pinned(ref, digest string) string {
+	if strings.Contains(ref, "@") {
+		return ref
+	}
+	return ref + "@" + digest
+}
+
+// hashMount records a mount's contents under its container path.
+func (p *planner) hashMount(l *inputList, m config.Mount, sb *config.Sandbox) {
+	rng := rangeOf(sb.Attrs, "mounts", sb.DeclRange)
+	p.hashPath(l, "mount "+strings.TrimSuffix(m.Target, "/"), m.Source, rng)
+}
+
+// hashPath records a file, or every file of a folder, under prefix.
+func (p *planner) hashPath(l *inputList, prefix, full string, rng *hcl.Range) {
+	files, err := p.tree(full)
+	if err != nil {
+		p.errorf(rng, "Cannot read harness files", "%s: %v.", relTo(p.cfg.Dir, full), err)
+		return
+	}
+	for _, f := range files {
+		name := prefix
+		if f.rel != "" {
+			name = prefix + "/" + f.rel
+		}
+		l.file(name, f.sha, f.size, f.text)
+	}
+}
+
+func relTo(base, full string) string {
+	if r, err := filepath.Rel(base, full); err == nil && !strings.HasPrefix(r, "..") {
+		return filepath.ToSlash(r)
+	}
+	return full
+}
+
+// task computes a task's agent and verify groups for one kind of harness.
+func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *config.Harness) *taskInfo {
+	key := taskKey{task: t, solution: hi.oracle, images: hi.usesTaskImage}
+	if ti, ok := p.tasks[key]; ok {
+		return ti
+	}
+	ti := &taskInfo{images: map[string]string{}}
+	agent := inputList{stage: StageAgent}
+	verify := inputList{stage: StageVerify}
+	switch t.Kind {
+	case "jsonl":
+		agent.rawJSON("task.input", t.Input)
+		agent.rawJSON("task.metadata", t.Metadata)
+		verify.rawJSON("task.target", t.Target)
+	default:
+		agent.content("task.instruction.md", t.Instruction)
+		for _, f := range t.Environment {
+			agent.file("task."+f.Path, f.SHA256, f.Size, true)
+		}
+		for _, st := range t.Steps {
+			for _, f := range st.Files {
+				switch {
+				case strings.Contains(f.Path, "/tests/"):
+					verify.file("task."+f.Path, f.SHA256, f.Size, true)
+				case strings.Contains(f.Path, "/solution/"):
+					if key.solution {
+						agent.file("task."+f.Path, f.SHA256, f.Size, true)
+					}
+				default:
+					agent.file("task."+f.Path, f.SHA256, f.Size, true)
+				}
+			}
+		}
+		for _, f := range t.Tests {
+			verify.file("task."+f.Path, f.SHA256, f.Size, true)
+		}
+		if key.solution {
+			for _, f := range t.Solution {
+				agent.file("task."+f.Path, f.SHA256, f.Size, true)
+			}
+		}
+		if c := t.Config; c != nil {
+			section := func(l *inputList, name string, v any) {
+				b, _ := json.Marshal(v)
+				l.flattenJSON("task.toml."+name, b, false)
+			}
+			section(&agent, "agent", c.Agent)
+			section(&agent, "environment", c.Environment)
+			section(&agent, "artifacts", c.Artifacts)
+			if key.solution {
+				section(&agent, "solution", c.Solution)
+			}
+			section(&verify, "verifier", c.Verifier)
+			if c.MultiStepRewardStrategy != "" {
+				verify.literal("task.toml.multi_step_reward_strategy", c.MultiStepRewardStrategy)
+			}
+			for i, st := range c.Steps {
+				name := st.Name
+				if name == "" {
+					name = "#" + strconv.Itoa(i+1)
+				}
+				section(&agent, "steps."+name+".agent", st.Agent)
+				section(&agent, "steps."+name+".healthcheck", st.Healthcheck)
+				section(&agent, "steps."+name+".artifacts", st.Artifacts)
+				section(&verify, "steps."+name+".verifier", st.Verifier)
+				section(&verify, "steps."+name+".min_reward", st.MinReward)
+				section(&verify, "steps."+name+".min_rewards", st.MinRewards)
+			}
+			for k, v := range c.Extra {
+				first, _, _ := strings.Cut(k, ".")
+				switch first {
+				case "agent", "environment":
+					agent.flatten("task.toml."+k, v, strings.Contains(k, "env"))
+				case "solution":
+					if key.solution {
+						agent.flatten("task.toml."+k, v, true)
+					}
+				case "verifier":
+					verify.flatten("task.toml."+k, v, strings.Contains(k, "env"))
+				}
+			}
+		}
+		if key.images {
+			p.taskImages(t, ti, &agent, e)
+		}
+	}
+	ti.agent = newGroup("task", agent.inputs)
+	ti.verify = newGroup("task", verify.inputs)
+	p.tasks[key] = ti
+	return ti
+}
+
+func (l *inputList) rawJSON(path string, data json.RawMessage) {
+	if len(data) == 0 {
+		return
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		l.raw(path, contentValue(data))
+		return
+	}
+	l.raw(path, buf.String())
+}
+
+
+// verifierGroup records the eval's verifier settings (the default
+// verifier's when the eval names none, so writing the defaults out
+// changes nothing).
+func (p *planner) verifierGroup(e *config.Eval) *group {
+	if g, ok := p.verifiers[e]; ok {
+		return g
+	}
+	l := inputList{stage: StageVerify}
+	v := e.Verifier
+	network := config.NetworkNone
+	var env []string
+	if v != nil {
+		if v.Network != "" {
+			network = v.Network
+		}
+		env = append(env, v.Env...)
+		sort.Strings(env)
+		if v.Timeout > 0 {
+			l.literal("verifier.timeout", v.Timeout.String())
+		}
+		if v.Match != "" {
+			l.literal("verifier.match", v.Match)
+			l.literal("verifier.case_sensitive", v.CaseSensitive)
+			l.literal("verifier.trim", v.Trim)
+			l.literal("verifier.tolerance", v.Tolerance)
+		}
+	}
+	if env == nil {
+		env = []string{}
+	}
+	l.literal("verifier.network", network)
+	l.literal("verifier.env", env)
+	g := newGroup("verifier", l.inputs)
+	p.verifiers[e] = g
+	return g
+}
+
+// judgeGroup records each judge's settings and the files of its folder.
+func (p *planner) judgeGroup(e *config.Eval) *judgeInfo {
+	if ji, ok := p.judges[e]; ok {
+		return ji
+	}
+	l := inputList{stage: StageJudge}
+	ji := &judgeInfo{}
+	judges := append([]*config.Judge(nil), e.Judges...)
+	sort.SliceStable(judges, func(i, j int) bool { return judges[i].Name < judges[j].Name })
+	for _, j := range judges {
+		pre := "judge." + j.Name
+		if j.Model != "" {
+			l.literal(pre+".model", j.Model)
+		}
+		if j.BaseURL != "" {
+			l.literal(pre+".base_url", j.BaseURL)
+		}
+		if j.KeyEnv != "" {
+			l.literal(pre+".key_env", j.KeyEnv)
+			ji.keyNames = append(ji.keyNames, j.KeyEnv)
+		}
+		l.literal(pre+".max_calls", j.MaxCalls)
+		if j.Source != "" {
+			full := j.Source
+			if !filepath.IsAbs(full) {
+				full = filepath.Join(p.cfg.Dir, filepath.FromSlash(j.Source))
+			}
+			files, err := p.tree(full)
+			if err != nil {
+				p.errorf(rangeOf(j.Attrs, "source", j.DeclRange), "Cannot read judge files", "judge %q: %v.", j.Name, err)
+				continue
+			}
+			for _, f := range files {
+				l.file(pre+"/"+f.rel, f.sha, f.size, f.text)
+			}
+		}
+	}
+	ji.group = newGroup("judge", l.inputs)
+	p.judges[e] = ji
+	return ji
+}
+
+// checkCapabilities refuses any eval whose harness sandboxes do not offer
+// every capability it requires, pointing at the sandbox attribute at
+// fault.
+func (p *planner) checkCapabilities(evals []*config.Eval) {
+	for _, e := range evals {
+		required := p.required(e)
+		if len(required) == 0 {
+			continue
+		}
+		for _, h := range sortedHarnesses(e) {
+			settings, sb := sandboxOf(h)
+			offered := map[string]bool{}
+			for _, c := range sandbox.CapabilitiesFor(settings) {
+				offered[string(c)] = true
+			}
+			for _, c := range required {
+				if offered[c] || !sandbox.IsCapability(c) {
+					continue
+				}
+				subject, why := faultOf(sandbox.Capability(c), h, settings, sb)
+				where := "the default docker sandbox"
+				if sb != nil {
+					where = "sandbox." + sb.Name
+				}
+				p.errorf(subject, "Required capability not offered",
+					"eval %q requires %s, but harness %q runs in %s, which does not enforce it: %s.",
+					e.Name, c, h.Name, where, why)
+			}
+		}
+	}
+}
+
+// faultOf names the setting that keeps a sandbox from offering c, and the
+// range to point at.
+func faultOf(c sandbox.Capability, h *config.Harness, s sandbox.Settings, sb *config.Sandbox) (*hcl.Range, string) {
+	if sb == nil {
+		return rangeOf(h.Attrs, "sandbox", h.DeclRange), "set a sandbox that enforces it"
+	}
+	at := func(attr string) *hcl.Range { return rangeOf(sb.Attrs, attr, sb.DeclRange) }
+	kind := s.Kind
+	switch {
+	case kind == config.KindLocal:
+		return at("kind"), "a local sandbox is a host process and enforces no isolation"
+	case c == sandbox.NetworkBlock && (kind == config.KindDocker || kind == config.KindModal || kind == config.KindSprites):
+		if kind == config.KindSprites && len(s.Egress) > 0 {
+			return at("egress"), "egress opens the network to the listed domains; remove it to block the network"
+		}
+		return at("network"), "network_block needs network = \"none\""
+	case c == sandbox.ResourceLimit && (kind == config.KindDocker || kind == config.KindModal || kind == config.KindFly):
+		for _, a := range []string{"memory", "cpus", "pids"} {
+			if a == "pids" && kind != config.KindDocker {
+				continue
+			}
+			var zero bool
+			switch a {
+			case "memory":
+				zero = s.Memory <= 0
+			case "cpus":
+				zero = s.CPUs <= 0
+			case "pids":
+				zero = s.Pids <= 0
+			}
+			if zero {
+				return at(a), "resource_limit needs memory, cpus and pids all set (" + a + " is not)"
+			}
+		}
+		return at("kind"), "resource_limit needs memory, cpus and pids all set"
+	case c == sandbox.EgressAllowlist && kind == config.KindSprites:
+		return at("egress"), "egress_allowlist needs egress = [domains] with the network not open"
+	}
+	return at("kind"), "a " + kind + " sandbox never offers " + string(c)
+}

@@ -1,0 +1,164 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// LockFileName is the lock file beside the configuration, committed with
+// it.
+const LockFileName = "hemra.lock.hcl"
+
+// LockFile is hemra.lock.hcl: what image tags and remote datasets
+// resolved to when `hemra init` ran.
+//
+//	image "python:3.12-slim" {
+//	  digest = "sha256:..."
+//	}
+//	dataset "harbor:terminal-bench@2.0" {
+//	  revision = "..."
+//	}
+type LockFile struct {
+	Images   map[string]string // reference -> digest
+	Datasets map[string]string // source -> revision
+}
+
+type lockFileHCL struct {
+	Images   []lockImageHCL   `hcl:"image,block"`
+	Datasets []lockDatasetHCL `hcl:"dataset,block"`
+}
+
+type lockImageHCL struct {
+	Reference string `hcl:"reference,label"`
+	Digest    string `hcl:"digest"`
+}
+
+type lockDatasetHCL struct {
+	Source   string `hcl:"source,label"`
+	Revision string `hcl:"revision"`
+}
+
+// NewLockFile returns an empty lock file.
+func NewLockFile() *LockFile {
+	return &LockFile{Images: map[string]string{}, Datasets: map[string]string{}}
+}
+
+// ReadLockFile reads dir's lock file. A missing file is an empty lock and
+// no diagnostic.
+func ReadLockFile(dir string) (*LockFile, hcl.Diagnostics) {
+	path := filepath.Join(dir, LockFileName)
+	src, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return NewLockFile(), nil
+	}
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read the lock file", Detail: fmt.Sprintf("%s: %v.", LockFileName, pathError(err))}}
+	}
+	return ParseLockFile(LockFileName, src)
+}
+
+// ParseLockFile parses the source of a lock file; filename names it in
+// diagnostics.
+func ParseLockFile(filename string, src []byte) (*LockFile, hcl.Diagnostics) {
+	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var raw lockFileHCL
+	diags = append(diags, gohcl.DecodeBody(f.Body, nil, &raw)...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	lock := NewLockFile()
+	for _, im := range raw.Images {
+		if !digestRE.MatchString(im.Digest) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid digest in lock file",
+				Detail: fmt.Sprintf("image %q: digest %q is not sha256:<64 hex digits>. Run `hemra init -upgrade` to rewrite it.", im.Reference, im.Digest),
+				Subject: &hcl.Range{Filename: filename}})
+			continue
+		}
+		if _, dup := lock.Images[im.Reference]; dup {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate image in lock file",
+				Detail: fmt.Sprintf("image %q is locked twice.", im.Reference), Subject: &hcl.Range{Filename: filename}})
+			continue
+		}
+		lock.Images[im.Reference] = im.Digest
+	}
+	for _, ds := range raw.Datasets {
+		lock.Datasets[ds.Source] = ds.Revision
+	}
+	return lock, diags
+}
+
+// Bytes renders the lock file canonically: a header, then image blocks
+// and dataset blocks sorted by label. The same content always gives the
+// same bytes, so the file diffs cleanly in review.
+func (l *LockFile) Bytes() []byte {
+	f := hclwrite.NewEmptyFile()
+	body := f.Body()
+	for _, ref := range sortedMapKeys(l.Images) {
+		b := body.AppendNewBlock("image", []string{ref})
+		b.Body().SetAttributeValue("digest", cty.StringVal(l.Images[ref]))
+		body.AppendNewline()
+	}
+	for _, src := range sortedMapKeys(l.Datasets) {
+		b := body.AppendNewBlock("dataset", []string{src})
+		b.Body().SetAttributeValue("revision", cty.StringVal(l.Datasets[src]))
+		body.AppendNewline()
+	}
+	out := []byte("# This file is maintained by \"hemra init\".\n# Commit it with the configuration; edit it with `hemra init -upgrade`.\n\n")
+	return append(out, hclwrite.Format(f.Bytes())...)
+}
+
+// Hash identifies the lock file's content (not its formatting), for the
+// staleness check of saved plans.
+func (l *LockFile) Hash() string {
+	if l == nil {
+		l = NewLockFile()
+	}
+	sum := sha256.Sum256(l.Bytes())
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// WriteLockFile writes dir's lock file atomically.
+func WriteLockFile(dir string, l *LockFile) error {
+	path := filepath.Join(dir, LockFileName)
+	tmp, err := os.CreateTemp(dir, ".hemra.lock.*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(l.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func sortedMapKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

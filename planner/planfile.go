@@ -1,0 +1,176 @@
+package planner
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// ConfigHash hashes everything that decides what would run: the source of
+// every configuration file read (*.hcl, *.hclvars) and every declared
+// attempt's address and fingerprints (which cover task files, harness
+// files and resolved variables). A saved plan whose hash no longer
+// matches a fresh plan's is stale.
+func ConfigHash(cfg *config.Config, decl []*declared) string {
+	h := sha256.New()
+	names := make([]string, 0, len(cfg.Files))
+	for n := range cfg.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := cfg.Files[n]
+		if f == nil {
+			continue
+		}
+		sum := sha256.Sum256(f.Bytes)
+		fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(n), sum)
+	}
+	for _, d := range decl {
+		fmt.Fprintf(h, "attempt %s %s %s %s\n", d.pa.Address, d.fp[0], d.fp[1], d.fp[2])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// planFileMagic opens every saved plan, so `hemra show` and `hemra apply`
+// can tell a plan file from anything else.
+const planFileMagic = "hemra-plan\n"
+
+// WritePlanFile saves a plan for `hemra apply FILE`: gzip-compressed JSON
+// of the plan value behind a magic line. The plan holds no secret values
+// (variables are never recorded, only fingerprints and env names), and
+// the file is created 0600 all the same.
+func WritePlanFile(path string, p *Plan) error {
+	var buf bytes.Buffer
+	buf.WriteString(planFileMagic)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	enc := json.NewEncoder(zw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".hemra-plan-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// ErrNotPlanFile is returned by ReadPlanFile for a file that is not a
+// saved plan.
+var ErrNotPlanFile = errors.New("not a hemra plan file (write one with `hemra plan -out FILE`)")
+
+// ReadPlanFile reads a saved plan, refusing one of another format major
+// version.
+func ReadPlanFile(path string) (*Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	head := make([]byte, len(planFileMagic))
+	if _, err := io.ReadFull(r, head); err != nil || string(head) != planFileMagic {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotPlanFile)
+	}
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: damaged plan file: %v", path, err)
+	}
+	var p Plan
+	if err := json.NewDecoder(zr).Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: damaged plan file: %v", path, err)
+	}
+	if major(p.FormatVersion) != major(FormatVersion) {
+		return nil, fmt.Errorf("%s: plan format %s, but this hemra reads format %s; make the plan again with this hemra", path, p.FormatVersion, FormatVersion)
+	}
+	return &p, nil
+}
+
+func major(v string) string {
+	m, _, _ := strings.Cut(v, ".")
+	return m
+}
+
+// Stale-plan causes, each its own error so callers (and tests) can tell
+// them apart with errors.Is.
+var (
+	ErrStaleLineage = errors.New("the plan was made from a different state")
+	ErrStaleSerial  = errors.New("the state changed since the plan was made")
+	ErrStaleConfig  = errors.New("the configuration changed since the plan was made")
+	ErrStaleLock    = errors.New("the lock file changed since the plan was made")
+)
+
+// CheckStale refuses a saved plan that no longer matches: the state it was
+// made from (lineage, serial), the configuration (configHash, from a
+// fresh Plan of the same directory) or the lock file (lockHash). It
+// returns nil, or one error per cause joined, each wrapping an
+// ErrStale* and saying what to do.
+func CheckStale(saved *Plan, configHash, lockHash string, meta state.Meta) error {
+	var errs []error
+	if saved.StateLineage != meta.Lineage {
+		switch {
+		case saved.StateLineage == "":
+			errs = append(errs, fmt.Errorf("%w: the state did not exist when the plan was made and now has lineage %s", ErrStaleLineage, meta.Lineage))
+		default:
+			errs = append(errs, fmt.Errorf("%w: the plan was made against state lineage %s, the store holds lineage %q", ErrStaleLineage, saved.StateLineage, meta.Lineage))
+		}
+	} else if saved.StateSerial != meta.Serial {
+		errs = append(errs, fmt.Errorf("%w (serial %d, now %d): another apply recorded attempts since", ErrStaleSerial, saved.StateSerial, meta.Serial))
+	}
+	if saved.ConfigHash != configHash {
+		errs = append(errs, fmt.Errorf("%w: a configuration file, a task, a harness file or a variable differs", ErrStaleConfig))
+	}
+	if saved.LockHash != lockHash {
+		errs = append(errs, fmt.Errorf("%w: image digests may differ from the ones reviewed", ErrStaleLock))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &StaleError{Causes: errs}
+}
+
+// StaleError lists why a saved plan cannot be applied.
+type StaleError struct{ Causes []error }
+
+func (e *StaleError) Error() string {
+	var b strings.Builder
+	b.WriteString("Saved plan is stale: it can no longer be applied.")
+	for _, c := range e.Causes {
+		b.WriteString("\n  - ")
+		b.WriteString(c.Error())
+	}
+	b.WriteString("\nRun `hemra plan -out FILE` again, review it, and apply the new plan.")
+	return b.String()
+}
+
+// Unwrap lets errors.Is find each cause.
+func (e *StaleError) Unwrap() []error { return e.Causes }

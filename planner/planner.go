@@ -1,0 +1,593 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// Compute is planning: config plus prior state in, plan out. It expands
+// every eval of cfg into attempts, fingerprints each stage, compares them
+// with prior and says what apply would do with each, and why. It reads
+// task, mount and judge files but never writes anything. On error
+// diagnostics the plan is nil: nothing is planned.
+//
+// (It cannot be named Plan: that is the type it returns.)
+func Compute(cfg *config.Config, prior Prior, opts Options) (*Plan, hcl.Diagnostics) {
+	if prior == nil {
+		prior = EmptyPrior()
+	}
+	if opts.ExecutionSemanticsVersion == "" {
+		opts.ExecutionSemanticsVersion = ExecutionSemanticsVersion
+	}
+	p := newPlanner(cfg, prior, opts)
+	return p.plan()
+}
+
+type planner struct {
+	cfg   *config.Config
+	prior Prior
+	opts  Options
+	diags hcl.Diagnostics
+	notes []string
+
+	harnesses map[*config.Harness]*harnessInfo
+	tasks     map[taskKey]*taskInfo
+	verifiers map[*config.Eval]*group
+	judges    map[*config.Eval]*judgeInfo
+	attempts  map[int]*group
+	trees     map[string][]treeFile
+	froms     map[string][]fromLine
+	// imagesUsed records which image references the plan used, and by
+	// what, for Plan.Images.
+	imagesUsed map[string]map[string]bool
+	imageDiags map[string]bool
+	diffCache  map[string]string
+}
+
+// harnessInfo is everything about one harness that does not depend on the
+// task or the repetition, computed once.
+type harnessInfo struct {
+	group         *group
+	settings      sandbox.Settings
+	offered       []sandbox.Capability
+	usesTaskImage bool
+	oracle        bool
+	envNames      []string
+	images        map[string]string
+}
+
+type taskKey struct {
+	task     *dataset.Task
+	solution bool // oracle: the solution belongs to the agent stage
+	images   bool // docker harness running the task's own image
+}
+
+type taskInfo struct {
+	agent  *group
+	verify *group
+	images map[string]string // ref -> digest
+	image  string            // docker_image pinned, if any
+	build  *sandbox.Build
+}
+
+type judgeInfo struct {
+	group    *group
+	keyNames []string
+}
+
+// declared is one attempt the config declares.
+type declared struct {
+	pa   *PlannedAttempt
+	eval *config.Eval
+	h    *config.Harness
+	hi   *harnessInfo
+	ti   *taskInfo
+	task *dataset.Task
+	rep  int
+	fp   [3]string // agent, verify, judge
+}
+
+func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
+	return &planner{
+		cfg: cfg, prior: prior, opts: opts,
+		harnesses:  map[*config.Harness]*harnessInfo{},
+		tasks:      map[taskKey]*taskInfo{},
+		verifiers:  map[*config.Eval]*group{},
+		judges:     map[*config.Eval]*judgeInfo{},
+		attempts:   map[int]*group{},
+		trees:      map[string][]treeFile{},
+		froms:      map[string][]fromLine{},
+		imagesUsed: map[string]map[string]bool{},
+		imageDiags: map[string]bool{},
+	}
+}
+
+func (p *planner) errorf(subject *hcl.Range, summary, format string, args ...any) {
+	p.diags = append(p.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  subject,
+	})
+}
+
+func (p *planner) plan() (*Plan, hcl.Diagnostics) {
+	for _, list := range [][]string{p.opts.Targets, p.opts.Replace} {
+		for _, pat := range list {
+			if err := checkPattern(pat); err != nil {
+				p.errorf(nil, "Invalid address pattern", "%q: %v. Use an address like baseline/agent/hello#2, a prefix like baseline/agent, or a glob like 'baseline/agent/*'.", pat, err)
+			}
+		}
+	}
+	for _, c := range p.opts.Require {
+		if !sandbox.IsCapability(c) {
+			p.errorf(nil, "Unknown capability", "-require %s: %q is not a capability. Known capabilities: %s.", c, c, capabilityList())
+		}
+	}
+	meta, err := p.prior.Meta()
+	if err != nil {
+		p.errorf(nil, "Cannot read the state", "%v", err)
+	}
+	if p.diags.HasErrors() {
+		return nil, p.diags
+	}
+
+	evals := sortedEvals(p.cfg)
+	p.checkCapabilities(evals)
+	if p.diags.HasErrors() {
+		return nil, p.diags
+	}
+
+	decl := p.expand(evals)
+	if p.diags.HasErrors() {
+		return nil, p.diags
+	}
+
+	plan := &Plan{
+		FormatVersion: FormatVersion,
+		HemraVersion:  p.opts.HemraVersion,
+		StateLineage:  meta.Lineage,
+		StateSerial:   meta.Serial,
+		Targets:       p.opts.Targets,
+		Replace:       p.opts.Replace,
+	}
+	byAddr := make(map[string]*declared, len(decl))
+	for _, d := range decl {
+		byAddr[d.pa.Address] = d
+	}
+	seen := make(map[string]bool, len(decl))
+	var orphans []*PlannedAttempt
+	var errs []error
+	err = p.prior.ForEachCurrent(func(addr string, c state.Current) error {
+		d, ok := byAddr[addr]
+		if !ok {
+			if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
+				return nil
+			}
+			orphans = append(orphans, p.orphan(addr, c))
+			return nil
+		}
+		seen[addr] = true
+		if err := p.decide(d, &c); err != nil {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		p.errorf(nil, "Cannot read the state", "%v", err)
+		return nil, p.diags
+	}
+	for _, d := range decl {
+		if !seen[d.pa.Address] {
+			if err := p.decide(d, nil); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, err := range errs {
+		p.errorf(nil, "Cannot read a prior attempt", "%v", err)
+	}
+	if p.diags.HasErrors() {
+		return nil, p.diags
+	}
+
+	plan.Attempts = make([]*PlannedAttempt, 0, len(decl)+len(orphans))
+	for _, d := range decl {
+		plan.Attempts = append(plan.Attempts, d.pa)
+	}
+	plan.Attempts = append(plan.Attempts, orphans...)
+	sortAttempts(plan.Attempts)
+	for _, a := range plan.Attempts {
+		plan.Summary.add(a.Action)
+	}
+	plan.Images = p.imageList(plan)
+	p.patternNotes(plan)
+	plan.Notes = append(plan.Notes, p.notes...)
+	plan.ConfigHash = ConfigHash(p.cfg, decl)
+	return plan, p.diags
+}
+
+func (s *Summary) add(a Action) {
+	switch a {
+	case ActionRun:
+		s.Run++
+	case ActionRerun:
+		s.Rerun++
+	case ActionReverify:
+		s.Reverify++
+	case ActionRejudge:
+		s.Rejudge++
+	case ActionRetry:
+		s.Retry++
+	case ActionOrphan:
+		s.Orphaned++
+	default:
+		s.Unchanged++
+	}
+}
+
+func sortedEvals(cfg *config.Config) []*config.Eval {
+	evals := make([]*config.Eval, 0, len(cfg.Evals))
+	for _, e := range cfg.Evals {
+		evals = append(evals, e)
+	}
+	sort.Slice(evals, func(i, j int) bool { return evals[i].Name < evals[j].Name })
+	return evals
+}
+
+func sortedHarnesses(e *config.Eval) []*config.Harness {
+	hs := append([]*config.Harness(nil), e.Harnesses...)
+	sort.SliceStable(hs, func(i, j int) bool { return hs[i].Name < hs[j].Name })
+	return hs
+}
+
+// expand lists every declared attempt (within -target) with its
+// fingerprints.
+func (p *planner) expand(evals []*config.Eval) []*declared {
+	var out []*declared
+	semantics := p.opts.ExecutionSemanticsVersion
+	for _, e := range evals {
+		if e.Dataset == nil {
+			continue
+		}
+		vg := p.verifierGroup(e)
+		jg := p.judgeGroup(e)
+		for _, h := range sortedHarnesses(e) {
+			hi := p.harness(h)
+			if hi == nil {
+				continue
+			}
+			prefix := e.Name + "/" + h.Name + "/"
+			for _, t := range e.Dataset.Tasks {
+				base := prefix + t.Name
+				var ti *taskInfo
+				for rep := 1; rep <= e.Attempts; rep++ {
+					addr := base + "#" + strconv.Itoa(rep)
+					if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
+						continue
+					}
+					if ti == nil {
+						ti = p.task(t, hi, e, h)
+					}
+					d := &declared{
+						pa: &PlannedAttempt{
+							Address: addr, Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
+						},
+						eval: e, h: h, hi: hi, ti: ti, task: t, rep: rep,
+					}
+					ag := p.attemptGroup(rep, semantics)
+					d.fp[0] = fingerprint(StageAgent, ag, hi.group, ti.agent)
+					d.fp[1] = fingerprint(StageVerify, chainGroup(StageVerify, chainAgent, d.fp[0]), ti.verify, vg)
+					d.fp[2] = fingerprint(StageJudge, chainGroup(StageJudge, chainVerify, d.fp[1]), jg.group)
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func chainGroup(stage, path, fp string) *group {
+	return newGroup("chain", []state.Input{{Stage: stage, Path: path, Value: fp}})
+}
+
+func (p *planner) attemptGroup(rep int, semantics string) *group {
+	if g, ok := p.attempts[rep]; ok {
+		return g
+	}
+	l := inputList{stage: StageAgent}
+	l.literal("attempt.repetition", rep)
+	l.literal("hemra.execution_semantics", semantics)
+	g := newGroup("attempt", l.inputs)
+	p.attempts[rep] = g
+	return g
+}
+
+// decide sets the action of a declared attempt from its current record
+// (nil: never attempted) and builds the manifest of attempts that run.
+func (p *planner) decide(d *declared, cur *state.Current) error {
+	pa := d.pa
+	if cur == nil {
+		pa.Action = ActionRun
+		pa.Reasons = []string{"never attempted"}
+		pa.Manifest = p.manifest(d, "")
+		return nil
+	}
+	pa.PriorAttemptID = cur.AttemptID
+	agentChanged := cur.AgentFingerprint != d.fp[0]
+	verifyChanged := cur.VerifyFingerprint != d.fp[1]
+	judgeChanged := cur.JudgeFingerprint != d.fp[2]
+	replace := len(p.opts.Replace) > 0 && matchAny(p.opts.Replace, pa.Address)
+
+	switch {
+	case replace:
+		pa.Action = ActionRerun
+		pa.Reasons = []string{"replace requested"}
+	case agentChanged:
+		pa.Action = ActionRerun
+		pa.Reasons = []string{"the agent's inputs changed"}
+	case !cur.Status.Terminal():
+		pa.Action = ActionRetry
+		pa.Reasons = []string{fmt.Sprintf("the last attempt did not finish (status %q)", cur.Status)}
+	case cur.Status == state.StatusInterrupted || cur.Class == state.ClassInterrupted:
+		pa.Action = ActionRetry
+		pa.Reasons = []string{"the last attempt was interrupted"}
+	case cur.Status == state.StatusErrored || cur.Class == state.ClassInfraError:
+		pa.Action = ActionRetry
+		pa.Reasons = []string{"the last attempt ended in an infrastructure error"}
+	case verifyChanged && !cur.SnapshotKept:
+		pa.Action = ActionRerun
+		pa.Reasons = []string{"the verifier's inputs changed and the agent's snapshot was not kept, so the agent must run again"}
+	case verifyChanged:
+		pa.Action = ActionReverify
+		pa.Reasons = []string{"the verifier's inputs changed"}
+	case judgeChanged:
+		pa.Action = ActionRejudge
+		pa.Reasons = []string{"the judges' inputs changed"}
+	default:
+		pa.Action = ActionNoop
+		return nil
+	}
+	reused := ""
+	if pa.Action == ActionReverify || pa.Action == ActionRejudge {
+		reused = cur.AttemptID
+	}
+	pa.Manifest = p.manifest(d, reused)
+	if agentChanged || verifyChanged || judgeChanged {
+		old, err := p.prior.Attempt(cur.AttemptID)
+		if err != nil {
+			return fmt.Errorf("%s: attempt %s: %w", pa.Address, cur.AttemptID, err)
+		}
+		stages := map[string]bool{StageAgent: true, StageVerify: true, StageJudge: true}
+		switch pa.Action {
+		case ActionReverify:
+			stages = map[string]bool{StageVerify: true}
+		case ActionRejudge:
+			stages = map[string]bool{StageJudge: true}
+		}
+		pa.Changes = p.changes(d, old.Manifest.Inputs, pa.Manifest.Inputs, stages)
+	}
+	return nil
+}
+
+// orphan plans an attempt recorded in state that the config no longer
+// declares, naming what left the config.
+func (p *planner) orphan(addr string, c state.Current) *PlannedAttempt {
+	pa := &PlannedAttempt{Address: addr, Action: ActionOrphan, PriorAttemptID: c.AttemptID}
+	evalName, harnessName, taskName, rep, ok := ParseAddress(addr)
+	if !ok {
+		pa.Reasons = []string{"its address is not one this config can declare"}
+		return pa
+	}
+	pa.Eval, pa.Harness, pa.Task, pa.Repetition = evalName, harnessName, taskName, rep
+	e := p.cfg.Evals[evalName]
+	switch {
+	case e == nil:
+		pa.Reasons = []string{fmt.Sprintf("eval %q is not in the configuration", evalName)}
+	case !hasHarness(e, harnessName):
+		pa.Reasons = []string{fmt.Sprintf("harness %q is not in eval %q", harnessName, evalName)}
+	case e.Dataset == nil || !hasTask(e.Dataset, taskName):
+		ds := ""
+		if e.Dataset != nil {
+			ds = e.Dataset.Name
+		}
+		pa.Reasons = []string{fmt.Sprintf("task %q is not in dataset %q", taskName, ds)}
+	case rep > e.Attempts:
+		pa.Reasons = []string{fmt.Sprintf("repetition %d is beyond attempts = %d", rep, e.Attempts)}
+	default:
+		pa.Reasons = []string{"it is no longer declared"}
+	}
+	return pa
+}
+
+func hasHarness(e *config.Eval, name string) bool {
+	for _, h := range e.Harnesses {
+		if h.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTask(ds *config.Dataset, name string) bool {
+	i := sort.Search(len(ds.Tasks), func(i int) bool { return ds.Tasks[i].Name >= name })
+	if i < len(ds.Tasks) && ds.Tasks[i].Name == name {
+		return true
+	}
+	for _, t := range ds.Tasks { // Tasks are sorted by name, but be safe.
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseAddress splits eval/harness/task#n. Task names may contain "/" and
+// "#"; the eval and harness names cannot.
+func ParseAddress(addr string) (evalName, harness, task string, rep int, ok bool) {
+	evalName, rest, ok1 := strings.Cut(addr, "/")
+	harness, rest, ok2 := strings.Cut(rest, "/")
+	i := strings.LastIndexByte(rest, '#')
+	if !ok1 || !ok2 || i <= 0 {
+		return "", "", "", 0, false
+	}
+	n, err := strconv.Atoi(rest[i+1:])
+	if err != nil || n < 1 {
+		return "", "", "", 0, false
+	}
+	return evalName, harness, rest[:i], n, true
+}
+
+// sortAttempts orders by eval, harness, task, then repetition as a number
+// (so #2 comes before #10).
+func sortAttempts(as []*PlannedAttempt) {
+	sort.Slice(as, func(i, j int) bool {
+		a, b := as[i], as[j]
+		if a.Eval != b.Eval {
+			return a.Eval < b.Eval
+		}
+		if a.Harness != b.Harness {
+			return a.Harness < b.Harness
+		}
+		if a.Task != b.Task {
+			return a.Task < b.Task
+		}
+		if a.Repetition != b.Repetition {
+			return a.Repetition < b.Repetition
+		}
+		return a.Address < b.Address
+	})
+}
+
+// manifest builds the manifest the attempt will be recorded with.
+func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
+	ag := p.attemptGroup(d.rep, p.opts.ExecutionSemanticsVersion)
+	vg := p.verifierGroup(d.eval)
+	jg := p.judgeGroup(d.eval)
+	groups := []*group{
+		ag, d.hi.group, d.ti.agent,
+		chainGroup(StageVerify, chainAgent, d.fp[0]), d.ti.verify, vg,
+		chainGroup(StageJudge, chainVerify, d.fp[1]), jg.group,
+	}
+	n := 0
+	for _, g := range groups {
+		n += len(g.inputs)
+	}
+	inputs := make([]state.Input, 0, n)
+	for _, g := range groups {
+		inputs = append(inputs, g.inputs...)
+	}
+	stageOrder := map[string]int{StageAgent: 0, StageVerify: 1, StageJudge: 2}
+	sort.SliceStable(inputs, func(i, j int) bool {
+		if inputs[i].Stage != inputs[j].Stage {
+			return stageOrder[inputs[i].Stage] < stageOrder[inputs[j].Stage]
+		}
+		return inputs[i].Path < inputs[j].Path
+	})
+
+	images := map[string]string{}
+	for r, dg := range d.hi.images {
+		images[r] = dg
+	}
+	for r, dg := range d.ti.images {
+		images[r] = dg
+	}
+	settings := d.hi.settings
+	if d.hi.usesTaskImage {
+		settings.Image = d.ti.image
+		settings.Build = d.ti.build
+		if w := taskWorkdir(d.task); w != "" {
+			settings.Workdir = w
+		}
+	}
+	settingsJSON, _ := jsonMarshal(settings)
+	required := p.required(d.eval)
+	offered := make([]string, len(d.hi.offered))
+	for i, c := range d.hi.offered {
+		offered[i] = string(c)
+	}
+	env := map[string]bool{}
+	for _, n := range d.hi.envNames {
+		env[n] = true
+	}
+	if d.eval.Verifier != nil {
+		for _, n := range d.eval.Verifier.Env {
+			env[n] = true
+		}
+	}
+	for _, n := range p.judgeGroup(d.eval).keyNames {
+		env[n] = true
+	}
+	m := &state.Manifest{
+		FormatVersion:     1,
+		Eval:              d.eval.Name,
+		Harness:           d.h.Name,
+		Task:              d.task.Name,
+		Repetition:        d.rep,
+		AgentFingerprint:  d.fp[0],
+		VerifyFingerprint: d.fp[1],
+		JudgeFingerprint:  d.fp[2],
+		Inputs:            inputs,
+		Sandbox: state.SandboxRecord{
+			Kind:       settings.Kind,
+			Settings:   settingsJSON,
+			Loosenings: sandbox.Loosenings(settings),
+			Required:   required,
+			Offered:    offered,
+		},
+		EnvNames:        sortedKeys(env),
+		ReusedAgentFrom: reusedFrom,
+	}
+	if len(images) > 0 {
+		m.Images = images
+	}
+	return m
+}
+
+func taskWorkdir(t *dataset.Task) string {
+	if t.Config != nil {
+		return t.Config.Environment.Workdir
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// required is the union of an eval's require and -require, sorted.
+func (p *planner) required(e *config.Eval) []string {
+	set := map[string]bool{}
+	for _, c := range e.Require {
+		set[c] = true
+	}
+	for _, c := range p.opts.Require {
+		set[c] = true
+	}
+	return sortedKeys(set)
+}
+
+func capabilityList() string {
+	names := make([]string, len(sandbox.AllCapabilities))
+	for i, c := range sandbox.AllCapabilities {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
+}
