@@ -357,7 +357,6 @@ func (l *inputList) rawJSON(path string, data json.RawMessage) {
 	l.raw(path, buf.String())
 }
 
-
 // verifierGroup records the eval's verifier settings (the default
 // verifier's when the eval names none, so writing the defaults out
 // changes nothing).

@@ -85,7 +85,7 @@ func ParseLockFile(filename string, src []byte) (*LockFile, hcl.Diagnostics) {
 	for _, im := range raw.Images {
 		if !digestRE.MatchString(im.Digest) {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid digest in lock file",
-				Detail: fmt.Sprintf("image %q: digest %q is not sha256:<64 hex digits>. Run `hemra init -upgrade` to rewrite it.", im.Reference, im.Digest),
+				Detail:  fmt.Sprintf("image %q: digest %q is not sha256:<64 hex digits>. Run `hemra init -upgrade` to rewrite it.", im.Reference, im.Digest),
 				Subject: &hcl.Range{Filename: filename}})
 			continue
 		}

@@ -38,12 +38,12 @@ const FormatVersion = "1.0"
 type Action string
 
 const (
-	ActionRun      Action = "run"       // +   never attempted
-	ActionRerun    Action = "rerun"     // -/+ agent fingerprint changed
-	ActionReverify Action = "reverify"  // ~   only the verify stage changed
-	ActionRejudge  Action = "rejudge"   // ~   only the judge stage changed
-	ActionRetry    Action = "retry"     // !   infra error or interrupted
-	ActionOrphan   Action = "orphaned"  // -   in state, no longer declared
+	ActionRun      Action = "run"      // +   never attempted
+	ActionRerun    Action = "rerun"    // -/+ agent fingerprint changed
+	ActionReverify Action = "reverify" // ~   only the verify stage changed
+	ActionRejudge  Action = "rejudge"  // ~   only the judge stage changed
+	ActionRetry    Action = "retry"    // !   infra error or interrupted
+	ActionOrphan   Action = "orphaned" // -   in state, no longer declared
 	ActionNoop     Action = "no-op"
 )
 
@@ -94,10 +94,10 @@ type Plan struct {
 
 // ImageResolution says how an image reference became a digest.
 type ImageResolution struct {
-	Reference string `json:"reference"`
-	Digest    string `json:"digest"`
-	Source    string `json:"source"` // "digest" (pinned in the reference) | "lock" | "live"
-	Previous  string `json:"previous,omitempty"`
+	Reference string   `json:"reference"`
+	Digest    string   `json:"digest"`
+	Source    string   `json:"source"` // "digest" (pinned in the reference) | "lock" | "live"
+	Previous  string   `json:"previous,omitempty"`
 	UsedBy    []string `json:"used_by,omitempty"` // block addresses, e.g. sandbox.hardened
 }
 

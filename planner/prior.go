@@ -23,9 +23,9 @@ type Prior interface {
 // does not exist yet, and the fixture form of golden tests
 // (planner/testdata/<case>/prior.json).
 type MemoryPrior struct {
-	Lineage  string                   `json:"lineage"`
-	Serial   uint64                   `json:"serial"`
-	Currents map[string]state.Current `json:"currents"`
+	Lineage  string                    `json:"lineage"`
+	Serial   uint64                    `json:"serial"`
+	Currents map[string]state.Current  `json:"currents"`
 	Attempts map[string]*state.Attempt `json:"attempts"`
 	// Blobs maps a SHA-256 (hex) to its content, for text diffs.
 	Blobs map[string]string `json:"blobs,omitempty"`
