@@ -63,6 +63,7 @@ func (e *executor) attempt(ctx context.Context, j *job) AttemptReport {
 	a := &attemptRun{e: e, j: j, id: state.NewID(), out: &state.Outcome{StartedAt: started.UTC()}}
 	rep := AttemptReport{
 		Address: j.pa.Address, AttemptID: a.id, Eval: j.pa.Eval, Harness: j.pa.Harness, Task: j.pa.Task, Action: j.pa.Action,
+		StartedAt: started,
 	}
 	if err := a.record(); err != nil {
 		rep.Class, rep.Error = state.ClassInfraError, err.Error()
@@ -262,13 +263,11 @@ func stopInstance(ctx context.Context, inst sandbox.Instance) error {
 	return inst.Stop(sctx)
 }
 
-// prepareWorkspace creates the attempt's host workspace with the
-// well-known folders (the local provider's instance lives in it).
+// prepareWorkspace creates the attempt's host workspace (the local
+// provider's instance lives in it; others use it as scratch).
 func (a *attemptRun) prepareWorkspace() error {
-	for _, d := range []string{"app", "logs/agent", "logs/verifier", "artifacts"} {
-		if err := os.MkdirAll(filepath.Join(a.ws, d), 0o700); err != nil {
-			return infraErr("preparing the workspace: %v", err)
-		}
+	if err := os.MkdirAll(a.ws, 0o700); err != nil {
+		return infraErr("preparing the workspace: %v", err)
 	}
 	return nil
 }

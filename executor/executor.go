@@ -60,6 +60,7 @@ type AttemptReport struct {
 	Class     state.Class
 	Reward    *float64
 	Error     string
+	StartedAt time.Time
 	Duration  time.Duration
 }
 
@@ -83,7 +84,10 @@ type Group struct {
 	RewardSum     float64
 	InfraErrors   int
 	Interrupted   int
-	Wall          time.Duration // sum of the attempts' durations
+	// Wall is from the group's first attempt's start to its last one's end.
+	Wall time.Duration
+
+	first, last time.Time
 }
 
 // MeanReward is the mean over attempts that have a reward, or false.
@@ -105,7 +109,14 @@ func (r *Report) Groups() []Group {
 			idx[k] = g
 		}
 		g.Attempts++
-		g.Wall += a.Duration
+		end := a.StartedAt.Add(a.Duration)
+		if g.first.IsZero() || a.StartedAt.Before(g.first) {
+			g.first = a.StartedAt
+		}
+		if end.After(g.last) {
+			g.last = end
+		}
+		g.Wall = g.last.Sub(g.first)
 		if a.Reward != nil {
 			g.Rewarded++
 			g.RewardSum += *a.Reward
