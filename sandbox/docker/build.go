@@ -312,7 +312,7 @@ func contextTar(w io.Writer, dir string, dockerfile []byte) error {
 			}
 			return tw.WriteHeader(&tar.Header{Name: name, Linkname: target, Mode: 0o777, Typeflag: tar.TypeSymlink})
 		case info.Mode().IsRegular():
-			return writeFile(tw, p, name, info)
+			return writeFile(tw, p, name, info, owner{})
 		}
 		return nil
 	})

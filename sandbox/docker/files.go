@@ -12,22 +12,55 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 )
 
+// owner is who files copied into a container belong to. A numeric user
+// is written into the archive; a user name is left to the engine to look
+// up in the image's /etc/passwd (CopyUIDGID).
+type owner struct {
+	uid, gid int
+	numeric  bool
+}
+
+func ownerOf(user string) owner {
+	u, g, hasGroup := strings.Cut(user, ":")
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	if !hasGroup {
+		gid, err2 = uid, err1
+	}
+	if err1 != nil || err2 != nil {
+		return owner{}
+	}
+	return owner{uid: uid, gid: gid, numeric: true}
+}
+
+func (o owner) header(h *tar.Header) *tar.Header {
+	if o.numeric {
+		h.Uid, h.Gid = o.uid, o.gid
+	}
+	return h
+}
+
+func (o owner) copyOptions() container.CopyToContainerOptions {
+	return container.CopyToContainerOptions{CopyUIDGID: !o.numeric}
+}
+
 // maxDownload bounds what one Download writes to the host.
 const maxDownload = 4 << 30
 
 // dirTar is a tar of empty folders (paths relative to the extraction
 // point), used to create the Harbor folders owned by the container's user.
-func dirTar(dirs []string) io.Reader {
+func dirTar(dirs []string, o owner) io.Reader {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, d := range dirs {
-		_ = tw.WriteHeader(&tar.Header{Name: strings.Trim(d, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir})
+		_ = tw.WriteHeader(o.header(&tar.Header{Name: strings.Trim(d, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir}))
 	}
 	_ = tw.Close()
 	return &buf
@@ -80,13 +113,13 @@ func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := writeTree(tw, hostPath, st, prefix)
+		err := writeTree(tw, hostPath, st, prefix, ownerOf(in.user))
 		if err == nil {
 			err = tw.Close()
 		}
 		pw.CloseWithError(err)
 	}()
-	err = in.p.cli.CopyToContainer(ctx, in.id, base, pr, container.CopyToContainerOptions{CopyUIDGID: true})
+	err = in.p.cli.CopyToContainer(ctx, in.id, base, pr, ownerOf(in.user).copyOptions())
 	pr.CloseWithError(err)
 	if err != nil {
 		return fmt.Errorf("upload %s to %s: %w", filepath.Base(hostPath), dst, err)
@@ -96,7 +129,7 @@ func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 
 // writeTree writes hostPath under name prefix: the missing parent
 // folders of prefix, then the file or the folder's tree.
-func writeTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string) error {
+func writeTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o owner) error {
 	if prefix != "" {
 		parts := strings.Split(prefix, "/")
 		last := len(parts)
@@ -104,13 +137,13 @@ func writeTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string) e
 			last-- // the last part is the file itself
 		}
 		for i := 1; i <= last; i++ {
-			if err := tw.WriteHeader(&tar.Header{Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+			if err := tw.WriteHeader(o.header(&tar.Header{Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir})); err != nil {
 				return err
 			}
 		}
 	}
 	if !st.IsDir() {
-		return writeFile(tw, hostPath, prefix, st)
+		return writeFile(tw, hostPath, prefix, st, o)
 	}
 	return filepath.WalkDir(hostPath, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -130,21 +163,21 @@ func writeTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string) e
 		}
 		switch {
 		case d.IsDir():
-			return tw.WriteHeader(&tar.Header{Name: name + "/", Mode: int64(info.Mode().Perm()), Typeflag: tar.TypeDir, ModTime: info.ModTime()})
+			return tw.WriteHeader(o.header(&tar.Header{Name: name + "/", Mode: int64(info.Mode().Perm()), Typeflag: tar.TypeDir, ModTime: info.ModTime()}))
 		case info.Mode().IsRegular():
-			return writeFile(tw, p, name, info)
+			return writeFile(tw, p, name, info, o)
 		}
 		return nil // symlinks, devices, sockets: skipped
 	})
 }
 
-func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo) error {
+func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o owner) error {
 	f, err := os.Open(hostPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(info.Mode().Perm()), Size: info.Size(), Typeflag: tar.TypeReg, ModTime: info.ModTime()}); err != nil {
+	if err := tw.WriteHeader(o.header(&tar.Header{Name: name, Mode: int64(info.Mode().Perm()), Size: info.Size(), Typeflag: tar.TypeReg, ModTime: info.ModTime()})); err != nil {
 		return err
 	}
 	_, err = io.CopyN(tw, f, info.Size())
@@ -263,10 +296,10 @@ func readJSONStream(r io.Reader, aux func(json.RawMessage)) error {
 	var log strings.Builder
 	for {
 		var m struct {
-			Stream      string          `json:"stream"`
-			Error       string          `json:"error"`
+			Stream      string                   `json:"stream"`
+			Error       string                   `json:"error"`
 			ErrorDetail struct{ Message string } `json:"errorDetail"`
-			Aux         json.RawMessage `json:"aux"`
+			Aux         json.RawMessage          `json:"aux"`
 		}
 		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
 			return nil

@@ -278,7 +278,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	if !s.ReadOnly {
 		// The folders the harness writes, owned by the container's user.
 		dirs := []string{strings.TrimPrefix(paths.Workdir, "/"), "logs/agent", "logs/verifier", "logs/artifacts"}
-		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+		o := ownerOf(user)
+		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
 			return fail(fmt.Errorf("creating the Harbor folders in the container: %w", err))
 		}
 	}
