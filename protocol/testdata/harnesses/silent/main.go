@@ -1,0 +1,6 @@
+// silent never says hello.
+package main
+
+import "time"
+
+func main() { time.Sleep(time.Hour) }
