@@ -1,14 +1,248 @@
 package main
 
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/executor"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/sandbox/local"
+	"github.com/hemra-dev/hemra/state"
+)
+
 // ApplyCmd is `hemra apply`.
 type ApplyCmd struct {
-	AutoApprove bool `name:"auto-approve" help:"Do not ask for confirmation."`
+	PlanFlags
+
+	PlanFile    string `arg:"" optional:"" name:"PLANFILE" help:"A plan saved with hemra plan -out; applied without asking, refused when stale."`
+	AutoApprove bool   `name:"auto-approve" help:"Do not ask for confirmation."`
+	Parallelism int    `name:"parallelism" placeholder:"N" help:"Attempts run at once (default: the number of CPUs)."`
+	JSON        bool   `name:"json" help:"Print progress events and the summary as JSON lines (needs -auto-approve or a plan file)."`
 }
 
 func (c *ApplyCmd) Help() string {
-	return `Example:
+	return `Plans, shows the plan, asks for "yes", then runs exactly the planned
+attempts and records them in the store. Ctrl-C once stops starting attempts
+and cancels the running ones gracefully; twice stops at once.
 
-  hemra apply -auto-approve`
+Examples:
+
+  hemra apply                      # plan, confirm, apply
+  hemra apply -auto-approve -parallelism 4
+  hemra plan -out=plan.hplan && hemra apply plan.hplan
+
+Exit status: 0 when every attempt finished (task failures included),
+1 when any ended in an infrastructure error, was interrupted, or on an error.`
 }
 
-func (c *ApplyCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *ApplyCmd) Run(g *Globals) error {
+	if c.JSON && !c.AutoApprove && c.PlanFile == "" {
+		return errors.New("-json needs -auto-approve or a saved plan file: there is no one to answer the question")
+	}
+	if c.Parallelism < 0 {
+		return fmt.Errorf("-parallelism %d: must be at least 1", c.Parallelism)
+	}
+
+	// The writer lock is taken first, so nothing changes the state between
+	// the plan and its application.
+	store, err := state.Open(g.StorePath(), state.Options{Writer: true, LockTimeout: c.LockTimeout, Command: "hemra apply"})
+	if err != nil {
+		return lockError(g, err)
+	}
+	defer store.Close()
+	meta, err := store.Meta()
+	if err != nil {
+		return err
+	}
+	if n, err := store.RecoverInterrupted(); err != nil {
+		return fmt.Errorf("recovering attempts a previous hemra left open: %w", err)
+	} else if n > 0 && !c.JSON {
+		fmt.Fprintf(g.Stdout, "%d attempts left open by an earlier hemra that stopped were recorded as interrupted.\n\n", n)
+	}
+
+	var plan *planner.Plan
+	var cfg *config.Config
+	if c.PlanFile != "" {
+		plan, cfg, err = c.savedPlan(g, meta)
+	} else {
+		plan, cfg, err = makePlan(g, &c.PlanFlags)
+	}
+	if err != nil {
+		return err
+	}
+
+	if !plan.Summary.Changes() {
+		if c.JSON {
+			return json.NewEncoder(g.Stdout).Encode(map[string]any{"type": "summary", "planned": 0, "attempts": 0})
+		}
+		fmt.Fprintln(g.Stdout, "No changes. Nothing to apply.")
+		return nil
+	}
+	if c.PlanFile == "" && !c.JSON {
+		if err := planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color}); err != nil {
+			return err
+		}
+		if !c.AutoApprove && !confirm(g) {
+			fmt.Fprintln(g.Stdout, "\nApply cancelled.")
+			return exitError(1)
+		}
+		fmt.Fprintln(g.Stdout)
+	}
+
+	providers, err := providersFor(g, plan, cfg)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := interruptible(g)
+	defer stop()
+	view := newApplyView(g, c.JSON)
+	report, err := executor.Apply(ctx, plan, cfg, store, executor.Options{
+		Parallelism: c.Parallelism,
+		Providers:   providers,
+		Env:         g.lookupEnv,
+		Events:      view.Event,
+	})
+	view.Close()
+	if err != nil {
+		var diags hcl.Diagnostics
+		if errors.As(err, &diags) {
+			printDiags(g, cfg.Files, diags)
+			return exitError(1)
+		}
+		return err
+	}
+	if c.JSON {
+		_ = json.NewEncoder(g.Stdout).Encode(summaryJSON(report))
+	} else {
+		printSummary(g.Stdout, report)
+	}
+	if report.Interrupted || report.InfraErrors() > 0 {
+		return exitError(1)
+	}
+	return nil
+}
+
+// savedPlan reads a plan file and refuses it when the state, the
+// configuration or the lock file changed since it was made: the config and
+// lock hashes are compared with a fresh plan of the directory, the state
+// with meta as it was before this apply touched it.
+func (c *ApplyCmd) savedPlan(g *Globals, meta state.Meta) (*planner.Plan, *config.Config, error) {
+	path := c.PlanFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(g.Dir, path)
+	}
+	saved, err := planner.ReadPlanFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fresh, cfg, err := makePlan(g, &c.PlanFlags)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := planner.CheckStale(saved, fresh.ConfigHash, fresh.LockHash, meta); err != nil {
+		return nil, nil, fmt.Errorf("%w\nRun hemra plan -out=%s again, review it, and apply the new plan", err, c.PlanFile)
+	}
+	return saved, cfg, nil
+}
+
+// confirm asks the Terraform question; only "yes" approves.
+func confirm(g *Globals) bool {
+	fmt.Fprint(g.Stdout, "\nDo you want to perform these actions?\n  hemra will run the attempts described above.\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	line, _ := bufio.NewReader(g.Stdin).ReadString('\n')
+	return strings.TrimSpace(line) == "yes"
+}
+
+// lookupEnv reads a variable of the environment hemra was started with.
+func (g *Globals) lookupEnv(name string) (string, bool) {
+	for i := len(g.Environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(g.Environ[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// providersFor makes the providers of the sandbox kinds the plan uses
+// (docker only when an attempt needs it, so a local-only apply never
+// needs an engine).
+func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[string]sandbox.Provider, error) {
+	kinds := map[string]bool{}
+	for _, pa := range plan.Attempts {
+		if !executor.Actionable(pa.Action) {
+			continue
+		}
+		kind := config.KindDocker
+		if pa.Manifest != nil && pa.Manifest.Sandbox.Kind != "" {
+			kind = pa.Manifest.Sandbox.Kind
+		} else if h := cfg.Harnesses[pa.Harness]; h != nil && h.Sandbox != nil && h.Sandbox.Kind != "" {
+			kind = h.Sandbox.Kind
+		}
+		kinds[kind] = true
+	}
+	out := map[string]sandbox.Provider{}
+	if kinds[config.KindLocal] {
+		out[config.KindLocal] = local.New()
+	}
+	if kinds[config.KindDocker] {
+		p, err := docker.New(docker.Options{Environ: g.Environ})
+		if err != nil {
+			return nil, fmt.Errorf("the docker sandbox: %w", err)
+		}
+		out[config.KindDocker] = p
+	}
+	return out, nil
+}
+
+// interruptible returns a context cancelled by the first Ctrl-C (or
+// SIGTERM); a second one exits at once. Every state write is one
+// transaction, so exiting mid-apply leaves a consistent state and the next
+// writer records the attempts in flight as interrupted.
+func interruptible(g *Globals) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(g.Stderr, "\nInterrupt received: no new attempts start; the running ones are being cancelled and recorded as interrupted. Press Ctrl-C again to stop at once.")
+		cancel(errors.New("interrupted by the operator"))
+		select {
+		case <-sigs:
+			fmt.Fprintln(g.Stderr, "Second interrupt: stopping now. The next hemra apply records the attempts in flight as interrupted.")
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// lockError explains a held writer lock.
+func lockError(g *Globals, err error) error {
+	var locked *state.ErrLocked
+	if errors.As(err, &locked) {
+		return fmt.Errorf("%v\nAnother hemra is applying in this store. Wait for it, or pass -lock-timeout=5m to wait up to that long", err)
+	}
+	return err
+}

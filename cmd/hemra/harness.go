@@ -1,5 +1,20 @@
 package main
 
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/executor"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/state"
+)
+
 // HarnessCmd groups `hemra harness` subcommands.
 type HarnessCmd struct {
 	Check HarnessCheckCmd `cmd:"" help:"Run one attempt of a harness on one task in a throwaway workspace, tracing the protocol."`
@@ -12,7 +27,172 @@ type HarnessCheckCmd struct {
 }
 
 func (c *HarnessCheckCmd) Help() string {
-	return "Example:\n\n  hemra harness check agent -task tasks/hello-world"
+	return `Runs one attempt of the harness on one task, exactly as apply would
+(same sandbox, limits and verifier), in a throwaway store under
+$TMPDIR/hemra-check-* that is removed at the end: nothing is recorded in
+the eval directory's store. Every protocol line is printed as it passes
+("→" to the harness, "←" from it, stderr indented), then the verifier's
+reward.
+
+Example:
+
+  hemra harness check agent -task tasks/hello-world
+
+Exit status: 0 when the attempt ran to its end (a reward of 0 included),
+1 on a protocol, verifier or infrastructure error.`
 }
 
-func (c *HarnessCheckCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *HarnessCheckCmd) Run(g *Globals) error {
+	cfg, diags := config.Load(g.Dir, config.LoadOptions{Environ: g.Environ})
+	if diags.HasErrors() {
+		printDiags(g, cfgFiles(cfg), diags)
+		return exitError(1)
+	}
+	h := cfg.Harnesses[c.Name]
+	if h == nil {
+		return fmt.Errorf("no harness %q in %s", c.Name, g.Dir)
+	}
+	var using *config.Eval
+	for _, name := range sortedKeys(cfg.Evals) {
+		e := cfg.Evals[name]
+		for _, eh := range e.Harnesses {
+			if eh == h && using == nil {
+				using = e
+			}
+		}
+	}
+	task, err := c.pickTask(g, using)
+	if err != nil {
+		return err
+	}
+
+	// One eval, one harness, one task: the same planner and executor as
+	// apply, on a copy of the config that declares nothing else.
+	check := &config.Eval{Name: "check", Harnesses: []*config.Harness{h}, Attempts: 1,
+		Dataset: &config.Dataset{Name: "check", Tasks: []*dataset.Task{task}}}
+	if using != nil {
+		check.Verifier = using.Verifier
+		check.DeclRange, check.Attrs = using.DeclRange, using.Attrs
+	}
+	one := *cfg
+	one.Evals = map[string]*config.Eval{"check": check}
+
+	tmp, err := os.MkdirTemp("", "hemra-check-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	storeDir := filepath.Join(tmp, "store")
+
+	lock, ldiags := planner.ReadLockFile(g.Dir)
+	if ldiags.HasErrors() {
+		printDiags(g, nil, ldiags)
+		return exitError(1)
+	}
+	images := map[string]planner.ImageResolution{}
+	for ref, d := range lock.Images {
+		images[ref] = planner.ImageResolution{Reference: ref, Digest: d, Source: planner.SourceLock}
+	}
+	plan, pdiags := planner.Compute(&one, planner.EmptyPrior(), planner.Options{StoreDir: storeDir, Images: images, HemraVersion: Version})
+	if pdiags.HasErrors() {
+		printDiags(g, cfg.Files, pdiags)
+		return exitError(1)
+	}
+	store, err := state.Open(storeDir, state.Options{Writer: true, Command: "hemra harness check"})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	providers, err := providersFor(g, plan, &one)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(g.Stdout, "Checking harness %q on task %s (workspace %s)\n\n", h.Name, task.Name, tmp)
+	ctx, stop := interruptible(g)
+	defer stop()
+	report, err := executor.Apply(ctx, plan, &one, store, executor.Options{
+		Parallelism: 1,
+		Providers:   providers,
+		Env:         g.lookupEnv,
+		Trace:       g.Stdout,
+		Events: func(ev executor.Event) {
+			if ev.Type == executor.EventAttemptStage {
+				fmt.Fprintf(g.Stdout, "-- %s stage\n", ev.Stage)
+			}
+		},
+	})
+	if err != nil {
+		var d hcl.Diagnostics
+		if errors.As(err, &d) {
+			printDiags(g, cfg.Files, d)
+			return exitError(1)
+		}
+		return err
+	}
+	if len(report.Attempts) != 1 {
+		return errors.New("the check did not run")
+	}
+	r := report.Attempts[0]
+	fmt.Fprintf(g.Stdout, "\nResult: %s", r.Class)
+	if r.Reward != nil {
+		fmt.Fprintf(g.Stdout, ", reward %s", formatReward(*r.Reward))
+	} else {
+		fmt.Fprint(g.Stdout, ", no reward")
+	}
+	fmt.Fprintf(g.Stdout, " in %s\n", roundDuration(r.Duration))
+	if r.Error != "" {
+		fmt.Fprintf(g.Stdout, "  %s\n", r.Error)
+	}
+	if a, err := store.Attempt(r.AttemptID); err == nil && a.Outcome != nil && a.Outcome.StderrTail != "" {
+		fmt.Fprintf(g.Stdout, "\nStderr (tail):\n%s\n", lastLines(a.Outcome.StderrTail, 20))
+	}
+	switch r.Class {
+	case state.ClassProtocolError, state.ClassVerifierError, state.ClassInfraError, state.ClassInterrupted:
+		return exitError(1)
+	}
+	return nil
+}
+
+// pickTask is -task DIR, or the first task of the eval that uses the
+// harness.
+func (c *HarnessCheckCmd) pickTask(g *Globals, using *config.Eval) (*dataset.Task, error) {
+	if c.Task == "" {
+		if using == nil || using.Dataset == nil || len(using.Dataset.Tasks) == 0 {
+			return nil, fmt.Errorf("harness %q is in no eval with tasks: give one with -task DIR", c.Name)
+		}
+		return using.Dataset.Tasks[0], nil
+	}
+	dir := c.Task
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(g.Dir, dir)
+	}
+	dir = filepath.Clean(dir)
+	tasks, diags := dataset.LoadDir(filepath.Dir(dir), dataset.LoadOptions{})
+	for _, t := range tasks {
+		if t.Dir == dir || t.Name == filepath.Base(dir) {
+			return t, nil
+		}
+	}
+	if diags.HasErrors() {
+		printDiags(g, nil, diags)
+		return nil, exitError(1)
+	}
+	return nil, fmt.Errorf("-task %s: not a Harbor task folder (task.toml, instruction.md, tests/)", c.Task)
+}
+
+func cfgFiles(cfg *config.Config) map[string]*hcl.File {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.Files
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}

@@ -1,14 +1,58 @@
 package main
 
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hemra-dev/hemra/state"
+)
+
 // RunsCmd is `hemra runs`.
 type RunsCmd struct {
 	JSON bool `name:"json" help:"Print JSON."`
 }
 
 func (c *RunsCmd) Help() string {
-	return `Example:
+	return `Lists every hemra apply recorded in the store, oldest first: when it
+started, how long it took, how it ended, and how many of its planned
+attempts it ran. hemra show RUN_ID lists a run's attempts.
 
-  hemra runs`
+Example:
+
+  hemra runs
+  hemra runs -json`
 }
 
-func (c *RunsCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *RunsCmd) Run(g *Globals) error {
+	store, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	runs, err := store.Runs()
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if runs == nil {
+			runs = []*state.Run{}
+		}
+		return writeJSON(g.Stdout, map[string]any{"runs": runs})
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(g.Stdout, "No runs recorded yet. Run hemra apply.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTARTED\tDURATION\tSTATUS\tATTEMPTS\tHOST\tPID")
+	for _, r := range runs {
+		d := "-"
+		if !r.FinishedAt.IsZero() {
+			d = roundDuration(r.FinishedAt.Sub(r.StartedAt)).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\n", r.ID, r.StartedAt.Local().Format(time.DateTime), d, r.Status,
+			len(r.Attempts), r.Planned, r.Host, r.PID)
+	}
+	return tw.Flush()
+}

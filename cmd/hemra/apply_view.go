@@ -1,0 +1,333 @@
+package main
+
+// Output rules of `hemra apply` (written once, here):
+//   - stdout carries the plan, the progress and the summary; stderr carries
+//     errors and diagnostics.
+//   - On a terminal the progress is a live block redrawn at most ten times a
+//     second below the lines of finished attempts; otherwise each event is
+//     one plain timestamped line; with -json each event is one JSON object.
+//   - Nothing printed holds a variable's value.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hemra-dev/hemra/executor"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// applyView shows an apply's progress.
+type applyView interface {
+	Event(ev executor.Event)
+	// Close stops any redrawing and leaves the output ready for the summary.
+	Close()
+}
+
+func newApplyView(g *Globals, jsonOut bool) applyView {
+	switch {
+	case jsonOut:
+		return &jsonApplyView{enc: json.NewEncoder(g.Stdout)}
+	case isTerminal(g.Stdout):
+		return newLiveView(g.Stdout, g.Color)
+	default:
+		return &plainApplyView{w: g.Stdout}
+	}
+}
+
+// jsonApplyView writes every event as one JSON object per line.
+type jsonApplyView struct{ enc *json.Encoder }
+
+func (v *jsonApplyView) Event(ev executor.Event) { _ = v.enc.Encode(ev) }
+func (v *jsonApplyView) Close()                  {}
+
+// plainApplyView writes one timestamped line per event, for CI logs.
+type plainApplyView struct {
+	w       io.Writer
+	planned int
+	done    int
+}
+
+func (v *plainApplyView) Event(ev executor.Event) {
+	ts := ev.Time.Local().Format("15:04:05")
+	switch ev.Type {
+	case executor.EventRunStart:
+		v.planned = ev.Planned
+		fmt.Fprintf(v.w, "%s apply: %d attempts to run (run %s)\n", ts, ev.Planned, ev.RunID)
+	case executor.EventAttemptStart:
+		fmt.Fprintf(v.w, "%s %s: started (%s)\n", ts, ev.Address, ev.Action)
+	case executor.EventAttemptStage:
+		fmt.Fprintf(v.w, "%s %s: %s\n", ts, ev.Address, ev.Stage)
+	case executor.EventAttemptFinish:
+		v.done++
+		fmt.Fprintf(v.w, "%s %s: %s [%d/%d]\n", ts, ev.Address, finishText(ev), v.done, v.planned)
+	case executor.EventRunFinish:
+		fmt.Fprintf(v.w, "%s apply: %s, %d of %d attempts ran\n", ts, ev.Status, ev.Done, ev.Planned)
+	}
+}
+
+func (v *plainApplyView) Close() {}
+
+// finishText says how an attempt ended, in a few words.
+func finishText(ev executor.Event) string {
+	var b strings.Builder
+	b.WriteString(string(ev.Class))
+	if ev.Reward != nil {
+		fmt.Fprintf(&b, ", reward %s", formatReward(*ev.Reward))
+	}
+	if ev.Duration != nil {
+		fmt.Fprintf(&b, " in %s", roundDuration(*ev.Duration))
+	}
+	if ev.Error != "" && ev.Class != state.ClassPassed && ev.Class != state.ClassTaskFailure {
+		fmt.Fprintf(&b, ": %s", firstLine(ev.Error, 160))
+	}
+	return b.String()
+}
+
+func formatReward(r float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", r), "0"), ".")
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// liveView redraws a status block on a terminal.
+type liveView struct {
+	mu      sync.Mutex
+	w       io.Writer
+	color   bool
+	started time.Time
+	planned int
+	done    int
+	passed  int
+	infra   int
+	running map[string]runningAttempt
+	pending []string // finished lines not printed yet
+	drawn   int      // lines of the block currently on screen
+	dirty   bool
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+type runningAttempt struct {
+	stage string
+	since time.Time
+}
+
+// liveRedraw is the shortest time between two redraws.
+const liveRedraw = 100 * time.Millisecond
+
+// liveShown bounds the running attempts listed in the block.
+const liveShown = 8
+
+func newLiveView(w io.Writer, color bool) *liveView {
+	v := &liveView{w: w, color: color, started: time.Now(), running: map[string]runningAttempt{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	go v.loop()
+	return v
+}
+
+func (v *liveView) loop() {
+	defer close(v.stopped)
+	t := time.NewTicker(liveRedraw)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-t.C:
+			v.mu.Lock()
+			// Redraw each second at least, for the elapsed time.
+			if v.dirty || time.Since(v.started)%time.Second < liveRedraw {
+				v.draw()
+			}
+			v.mu.Unlock()
+		}
+	}
+}
+
+func (v *liveView) Event(ev executor.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.dirty = true
+	switch ev.Type {
+	case executor.EventRunStart:
+		v.planned = ev.Planned
+	case executor.EventAttemptStart:
+		v.running[ev.Address] = runningAttempt{stage: "starting", since: time.Now()}
+	case executor.EventAttemptStage:
+		r := v.running[ev.Address]
+		r.stage = string(ev.Stage)
+		if r.since.IsZero() {
+			r.since = time.Now()
+		}
+		v.running[ev.Address] = r
+	case executor.EventAttemptFinish:
+		delete(v.running, ev.Address)
+		v.done++
+		if ev.Reward != nil && *ev.Reward >= 1 {
+			v.passed++
+		}
+		if ev.Class == state.ClassInfraError {
+			v.infra++
+		}
+		v.pending = append(v.pending, fmt.Sprintf("%s %s: %s", v.mark(ev.Class), ev.Address, finishText(ev)))
+	}
+}
+
+func (v *liveView) mark(c state.Class) string {
+	m, code := "✗", "31"
+	switch c {
+	case state.ClassPassed:
+		m, code = "✓", "32"
+	case state.ClassTaskFailure:
+		m, code = "·", "33"
+	case state.ClassInterrupted:
+		m, code = "!", "33"
+	}
+	if !v.color {
+		return m
+	}
+	return "\x1b[" + code + "m" + m + "\x1b[0m"
+}
+
+// draw replaces the block on screen; v.mu is held.
+func (v *liveView) draw() {
+	var b strings.Builder
+	if v.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA\x1b[J", v.drawn)
+	}
+	for _, l := range v.pending {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	v.pending = v.pending[:0]
+	lines := v.block()
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	v.drawn = len(lines)
+	v.dirty = false
+	_, _ = io.WriteString(v.w, b.String())
+}
+
+func (v *liveView) block() []string {
+	queued := max(v.planned-v.done-len(v.running), 0)
+	rate := "-"
+	if v.done > 0 {
+		rate = fmt.Sprintf("%.0f%%", 100*float64(v.passed)/float64(v.done))
+	}
+	head := fmt.Sprintf("%d/%d done · %d running · %d queued · passed %s · %s elapsed",
+		v.done, v.planned, len(v.running), queued, rate, time.Since(v.started).Round(time.Second))
+	if v.infra > 0 {
+		head += fmt.Sprintf(" · %d infra errors", v.infra)
+	}
+	lines := []string{"", head}
+	addrs := make([]string, 0, len(v.running))
+	for a := range v.running {
+		addrs = append(addrs, a)
+	}
+	sort.Slice(addrs, func(i, j int) bool { return v.running[addrs[i]].since.Before(v.running[addrs[j]].since) })
+	for i, a := range addrs {
+		if i == liveShown {
+			lines = append(lines, fmt.Sprintf("  ... and %d more", len(addrs)-liveShown))
+			break
+		}
+		r := v.running[a]
+		lines = append(lines, fmt.Sprintf("  %s  %s  %s", a, r.stage, time.Since(r.since).Round(time.Second)))
+	}
+	return lines
+}
+
+func (v *liveView) Close() {
+	close(v.stop)
+	<-v.stopped
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.draw()
+	// Leave the last block on screen above the summary.
+}
+
+// printSummary writes the end-of-apply table: per eval × harness, the
+// attempts, how many passed, the mean reward, infrastructure errors and
+// wall time.
+func printSummary(w io.Writer, r *executor.Report) {
+	elapsed := r.FinishedAt.Sub(r.StartedAt)
+	switch {
+	case r.Interrupted:
+		fmt.Fprintf(w, "\nApply interrupted: %d of %d attempts ran in %s. The next plan retries the interrupted ones.\n",
+			len(r.Attempts), r.Planned, roundDuration(elapsed))
+	default:
+		fmt.Fprintf(w, "\nApply complete: %d attempts in %s.\n", len(r.Attempts), roundDuration(elapsed))
+	}
+	if len(r.Attempts) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tMEAN REWARD\tINFRA ERRORS\tWALL")
+	for _, g := range r.Groups() {
+		mean := "-"
+		if m, ok := g.MeanReward(); ok {
+			mean = fmt.Sprintf("%.3f", m)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\n", g.Eval, g.Harness, g.Attempts, g.Passed, mean, g.InfraErrors, roundDuration(g.Wall))
+	}
+	_ = tw.Flush()
+	if n := r.InfraErrors(); n > 0 {
+		fmt.Fprintf(w, "\n%d attempts ended in an infrastructure error; the next plan retries them. See hemra show ADDRESS.\n", n)
+	}
+}
+
+// summaryJSON is the last line of `hemra apply -json`.
+func summaryJSON(r *executor.Report) any {
+	type group struct {
+		Eval        string   `json:"eval"`
+		Harness     string   `json:"harness"`
+		Attempts    int      `json:"attempts"`
+		Passed      int      `json:"passed"`
+		MeanReward  *float64 `json:"mean_reward"`
+		InfraErrors int      `json:"infra_errors"`
+		WallSeconds float64  `json:"wall_seconds"`
+	}
+	groups := []group{}
+	for _, g := range r.Groups() {
+		gg := group{Eval: g.Eval, Harness: g.Harness, Attempts: g.Attempts, Passed: g.Passed, InfraErrors: g.InfraErrors, WallSeconds: g.Wall.Seconds()}
+		if m, ok := g.MeanReward(); ok {
+			gg.MeanReward = &m
+		}
+		groups = append(groups, gg)
+	}
+	return map[string]any{
+		"type":         "summary",
+		"run_id":       r.RunID,
+		"planned":      r.Planned,
+		"attempts":     len(r.Attempts),
+		"interrupted":  r.Interrupted,
+		"infra_errors": r.InfraErrors(),
+		"groups":       groups,
+	}
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
