@@ -1,14 +1,136 @@
 package main
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/planner"
+)
+
 // InitCmd is `hemra init`.
 type InitCmd struct {
-	Upgrade bool `name:"upgrade" help:"Re-resolve every image and dataset, ignoring the lock file."`
+	Upgrade  bool     `name:"upgrade" help:"Re-resolve every image, ignoring the digests already in the lock file."`
+	Vars     []string `name:"var" sep:"none" placeholder:"NAME=VALUE" help:"Set a variable (repeatable)."`
+	VarFiles []string `name:"var-file" sep:"none" placeholder:"FILE" help:"Read variables from an HCL file (repeatable)."`
 }
 
 func (c *InitCmd) Help() string {
-	return `Example:
+	return `Resolves every image tag the configuration uses (sandbox images, and the
+docker_image and Dockerfile FROM lines of tasks run in their own image) to
+a digest and writes them to hemra.lock.hcl. Commit the lock file with the
+configuration: every plan then runs the same images, and a changed digest
+shows in review. Entries already in the lock are kept unless -upgrade;
+entries no longer used are dropped. References pinned by digest need no
+entry.
 
-  hemra init -upgrade`
+Examples:
+
+  hemra init
+  hemra init -upgrade        # move every tag to the digest it points to now`
 }
 
-func (c *InitCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *InitCmd) Run(g *Globals) error {
+	cfg, diags := config.Load(g.Dir, config.LoadOptions{Vars: c.Vars, VarFiles: c.VarFiles, Environ: g.Environ, Version: Version})
+	if diags.HasErrors() {
+		printDiags(g, filesOf(cfg), diags)
+		return exitError(1)
+	}
+	old, ldiags := planner.ReadLockFile(g.Dir)
+	diags = append(diags, ldiags...)
+	if ldiags.HasErrors() && !c.Upgrade {
+		printDiags(g, cfg.Files, diags)
+		return exitError(1)
+	}
+	if old == nil {
+		old = planner.NewLockFile()
+	}
+	uses, udiags := planner.CollectImages(cfg)
+	diags = append(diags, udiags...)
+
+	lock := planner.NewLockFile()
+	for src, rev := range old.Datasets {
+		lock.Datasets[src] = rev
+	}
+	live := &lazyResolver{g: g}
+	var lines []string
+	for _, u := range uses {
+		if _, pinned := planner.DigestOf(u.Reference); pinned {
+			continue
+		}
+		prev, had := old.Images[u.Reference]
+		if had && !c.Upgrade {
+			lock.Images[u.Reference] = prev
+			lines = append(lines, fmt.Sprintf("  - %s: %s (kept)", u.Reference, prev))
+			continue
+		}
+		digest, err := live.Resolve(context.Background(), u.Reference)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot resolve image",
+				Detail:   fmt.Sprintf("Image %q (used by %s): %v.", u.Reference, joinComma(u.UsedBy), err),
+				Subject:  u.Range,
+			})
+			continue
+		}
+		lock.Images[u.Reference] = digest
+		switch {
+		case !had:
+			lines = append(lines, fmt.Sprintf("  - %s: %s (new)", u.Reference, digest))
+		case prev != digest:
+			lines = append(lines, fmt.Sprintf("  - %s: %s → %s (upgraded)", u.Reference, prev, digest))
+		default:
+			lines = append(lines, fmt.Sprintf("  - %s: %s (unchanged)", u.Reference, digest))
+		}
+	}
+	printDiags(g, cfg.Files, diags)
+	if diags.HasErrors() {
+		fmt.Fprintf(g.Stderr, "\n%s was not changed.\n", planner.LockFileName)
+		return exitError(1)
+	}
+	dropped := 0
+	for ref := range old.Images {
+		if _, ok := lock.Images[ref]; !ok {
+			dropped++
+		}
+	}
+	if len(lock.Images) == 0 && len(lock.Datasets) == 0 && len(old.Images) == 0 && len(old.Datasets) == 0 {
+		fmt.Fprintln(g.Stdout, "No image tags to lock: every image is pinned by digest, or none is used. No lock file written.")
+		return nil
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(g.Stdout, "Images:")
+		for _, l := range lines {
+			fmt.Fprintln(g.Stdout, l)
+		}
+	}
+	if dropped > 0 {
+		fmt.Fprintf(g.Stdout, "Dropped %d %s no longer used.\n", dropped, pluralWord(dropped, "entry", "entries"))
+	}
+	if err := planner.WriteLockFile(g.Dir, lock); err != nil {
+		return fmt.Errorf("writing %s: %w", planner.LockFileName, err)
+	}
+	fmt.Fprintf(g.Stdout, "\nhemra has written %s. Commit it with the configuration.\n", planner.LockFileName)
+	return nil
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

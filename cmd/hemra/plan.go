@@ -1,14 +1,227 @@
 package main
 
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// PlanFlags are the planning flags `plan` and `apply` share.
+type PlanFlags struct {
+	Vars        []string      `name:"var" sep:"none" placeholder:"NAME=VALUE" help:"Set a variable (repeatable)."`
+	VarFiles    []string      `name:"var-file" sep:"none" placeholder:"FILE" help:"Read variables from an HCL file (repeatable)."`
+	Target      []string      `name:"target" sep:"none" placeholder:"ADDR" help:"Plan only attempts matching ADDR: an address, a prefix (baseline/agent) or a glob ('baseline/agent/*'). Repeatable."`
+	Replace     []string      `name:"replace" sep:"none" placeholder:"ADDR" help:"Re-run attempts matching ADDR even if nothing changed. Repeatable."`
+	Require     []string      `name:"require" placeholder:"CAP" help:"Require capabilities of every eval's sandboxes (comma-separated or repeated), as eval require = [...] does."`
+	LockTimeout time.Duration `name:"lock-timeout" default:"0s" placeholder:"DURATION" help:"How long apply waits for another apply's writer lock (0: refuse at once)."`
+}
+
 // PlanCmd is `hemra plan`.
 type PlanCmd struct {
-	Out string `name:"out" placeholder:"FILE" help:"Save the plan to FILE for hemra apply."`
+	PlanFlags
+
+	Out              string `name:"out" placeholder:"FILE" help:"Save the plan to FILE for hemra apply FILE."`
+	JSON             bool   `name:"json" help:"Print the plan as JSON (same as -format json)."`
+	Format           string `name:"format" enum:"text,markdown,json" default:"text" help:"Output: text, markdown (a pull-request comment) or json."`
+	Summary          bool   `name:"summary" help:"List addresses by action only, without reasons or changes."`
+	DetailedExitcode bool   `name:"detailed-exitcode" help:"Exit 0 when there are no changes, 1 on error, 2 when there are changes."`
 }
 
 func (c *PlanCmd) Help() string {
-	return `Example:
+	return `Compares what the configuration declares with what the state records and
+says, per attempt, what apply would do and why:
 
-  hemra plan -out=plan.hplan`
+  +   run          never attempted
+  -/+ re-run       the agent's inputs changed (changes and diffs shown)
+  ~   re-verify    only the verifier's inputs changed; the agent's outcome is reused
+  ~   re-judge     only the judges' inputs changed
+  !   retry        the last attempt ended in an infrastructure error or was interrupted
+  -   orphaned     recorded in state, no longer declared (nothing is deleted)
+
+Image tags are resolved to digests from hemra.lock.hcl (see hemra init),
+or live when the lock has no entry, which the plan says.
+
+Examples:
+
+  hemra plan
+  hemra plan -out=plan.hplan && hemra apply plan.hplan
+  hemra plan -target='baseline/agent/*' -replace=baseline/agent/hello-world#2
+  hemra plan -format=markdown > plan.md       # a pull-request comment
+  hemra plan -json | jq '.summary'
+  hemra plan -detailed-exitcode -summary      # CI: exit 2 when something would run`
 }
 
-func (c *PlanCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *PlanCmd) Run(g *Globals) error {
+	format := c.Format
+	if c.JSON {
+		format = "json"
+	}
+	plan, _, err := makePlan(g, &c.PlanFlags)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "json":
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetEscapeHTML(false)
+		err = enc.Encode(plan)
+	case "markdown":
+		err = planner.RenderMarkdown(g.Stdout, plan)
+	default:
+		err = planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color, Summary: c.Summary})
+	}
+	if err != nil {
+		return err
+	}
+	if c.Out != "" {
+		path := c.Out
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(g.Dir, path)
+		}
+		if err := planner.WritePlanFile(path, plan); err != nil {
+			return fmt.Errorf("saving the plan: %w", err)
+		}
+		if format == "text" {
+			fmt.Fprintf(g.Stdout, "\nSaved the plan to: %s\n\nTo run exactly these attempts, run:\n  hemra apply %s\n", c.Out, c.Out)
+		}
+	} else if format == "text" && plan.Summary.Changes() {
+		fmt.Fprintf(g.Stdout, "\nNote: You didn't use -out to save this plan, so hemra can't guarantee to run exactly these attempts if you run \"hemra apply\" now.\n")
+	}
+	if c.DetailedExitcode && plan.Summary.Changes() {
+		return exitError(2)
+	}
+	return nil
+}
+
+// liveResolver makes the resolver plan and init use for image tags the
+// lock file does not pin: Docker's, through the engine. Tests replace it.
+var liveResolver = func(g *Globals) (planner.ImageResolver, error) {
+	cli, err := docker.NewClient(g.Environ)
+	if err != nil {
+		return nil, err
+	}
+	return digestOnly{docker.NewResolver(cli, g.Environ)}, nil
+}
+
+// digestOnly turns the immutable reference a resolver returns
+// ("name@sha256:..." or an image id "sha256:...") into the digest alone.
+type digestOnly struct{ r planner.ImageResolver }
+
+func (d digestOnly) Resolve(ctx context.Context, ref string) (string, error) {
+	out, err := d.r.Resolve(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if _, digest, ok := strings.Cut(out, "@"); ok {
+		return digest, nil
+	}
+	return out, nil
+}
+
+// lazyResolver connects to Docker only when a reference needs it, so a
+// plan with everything locked never touches the engine.
+type lazyResolver struct {
+	g   *Globals
+	r   planner.ImageResolver
+	err error
+}
+
+func (l *lazyResolver) Resolve(ctx context.Context, ref string) (string, error) {
+	if l.r == nil && l.err == nil {
+		l.r, l.err = liveResolver(l.g)
+		if l.err == nil && l.r == nil {
+			l.err = fmt.Errorf("no image resolver is available here")
+		}
+	}
+	if l.err != nil {
+		return "", l.err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return l.r.Resolve(ctx, ref)
+}
+
+// makePlan loads the configuration, opens the store read-only (a store
+// that does not exist yet is an empty state), resolves images (lock file,
+// then live), plans, and prints every diagnostic. On error diagnostics it
+// returns exitError(1) having printed them.
+func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
+	cfg, diags := config.Load(g.Dir, config.LoadOptions{
+		Vars:     f.Vars,
+		VarFiles: f.VarFiles,
+		Environ:  g.Environ,
+		Version:  Version,
+	})
+	if diags.HasErrors() {
+		printDiags(g, filesOf(cfg), diags)
+		return nil, nil, exitError(1)
+	}
+	lock, ldiags := planner.ReadLockFile(g.Dir)
+	diags = append(diags, ldiags...)
+	uses, udiags := planner.CollectImages(cfg)
+	diags = append(diags, udiags...)
+	if diags.HasErrors() {
+		printDiags(g, cfg.Files, diags)
+		return nil, nil, exitError(1)
+	}
+	images, notes, rdiags := planner.ResolveImages(context.Background(), uses, lock, &lazyResolver{g: g})
+	diags = append(diags, rdiags...)
+	if diags.HasErrors() {
+		printDiags(g, cfg.Files, diags)
+		return nil, nil, exitError(1)
+	}
+
+	store, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		printDiags(g, cfg.Files, diags)
+		return nil, nil, fmt.Errorf("reading the state: %w", err)
+	}
+	defer store.Close()
+	require := splitList(f.Require)
+	plan, pdiags := planner.Compute(cfg, store, planner.Options{
+		Targets:      f.Target,
+		Replace:      f.Replace,
+		Require:      require,
+		Images:       images,
+		HemraVersion: Version,
+		StoreDir:     g.StorePath(),
+	})
+	diags = append(diags, pdiags...)
+	printDiags(g, cfg.Files, diags)
+	if diags.HasErrors() || plan == nil {
+		return nil, nil, exitError(1)
+	}
+	plan.LockHash = lock.Hash()
+	plan.Notes = append(notes, plan.Notes...)
+	return plan, cfg, nil
+}
+
+func filesOf(cfg *config.Config) map[string]*hcl.File {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.Files
+}
+
+// splitList accepts both repeated flags and comma-separated values.
+func splitList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
