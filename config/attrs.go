@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -99,11 +101,32 @@ func (d *attrDecoder) value(name string) (v cty.Value, a *hcl.Attribute, ok bool
 }
 
 func (d *attrDecoder) errorAt(rng hcl.Range, a *hcl.Attribute, summary, detail string) {
+	if a != nil && d.sensitive[a.Name] {
+		detail = redact(detail, d.vals[a.Name])
+	}
 	diag := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
 	if a != nil {
 		diag.Expression, diag.EvalContext = a.Expr, d.ctx
 	}
 	d.l.diags = append(d.l.diags, diag)
+}
+
+// redact replaces every string of a sensitive value in a message.
+func redact(msg string, v cty.Value) string {
+	v, _ = v.UnmarkDeep()
+	var secrets []string
+	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
+		if x.Type() == cty.String && x.IsKnown() && !x.IsNull() && x.AsString() != "" {
+			secrets = append(secrets, x.AsString())
+		}
+		return true, nil
+	})
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, strconv.Quote(s), "(sensitive value)")
+		msg = strings.ReplaceAll(msg, s, "(sensitive value)")
+	}
+	return msg
 }
 
 // errorValue reports a problem with an attribute's value.

@@ -105,7 +105,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	}
 	l := &loader{cfg: cfg, opts: opts, byAddr: map[string]*rawBlock{}}
 	l.readDir()
-	if !l.diags.HasErrors() || len(l.blocks)+len(l.locals) > 0 {
+	if len(cfg.Files) > 0 {
 		l.evaluate()
 	}
 	sortDiagnostics(l.diags)
@@ -118,9 +118,9 @@ type loader struct {
 	diags hcl.Diagnostics
 
 	varBlocks []*hcl.Block
-	blocks    []*rawBlock           // sandbox, harness, dataset, verifier, judge, eval
-	byAddr    map[string]*rawBlock  // "sandbox.x" -> block
-	locals    []*hcl.Attribute      // from every locals block
+	blocks    []*rawBlock          // sandbox, harness, dataset, verifier, judge, eval
+	byAddr    map[string]*rawBlock // "sandbox.x" -> block
+	locals    []*hcl.Attribute     // from every locals block
 	hemra     *hcl.Block
 	hemraAttr hcl.Attributes
 

@@ -16,8 +16,10 @@ func ParseSize(s string) (int64, error) {
 	if in == "" {
 		return 0, fmt.Errorf("empty size")
 	}
-	in = strings.TrimSuffix(in, "ib")
 	in = strings.TrimSuffix(in, "b")
+	if n := len(in); n >= 2 && in[n-1] == 'i' && strings.IndexByte("kmgt", in[n-2]) >= 0 {
+		in = in[:n-1]
+	}
 	mult := float64(1)
 	if n := len(in); n > 0 {
 		switch in[n-1] {

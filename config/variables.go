@@ -28,6 +28,8 @@ type varDecl struct {
 	validations []*hcl.Block
 	// valueRange is where the final value was written, when in a file.
 	valueRange *hcl.Range
+	// failed is set when a value was given but refused (already reported).
+	failed bool
 }
 
 // evalVariables decodes the variable blocks and assigns each its value:
@@ -112,7 +114,7 @@ func (l *loader) evalVariables() {
 	for _, name := range order {
 		d := decls[name]
 		if d.v.Value == cty.NilVal {
-			if l.opts.UnsetVariablesUnknown {
+			if l.opts.UnsetVariablesUnknown || d.failed {
 				d.v.Value = cty.UnknownVal(d.v.Type)
 			} else {
 				l.diags = append(l.diags, &hcl.Diagnostic{
@@ -204,6 +206,7 @@ func typeDiag(a *hcl.Attribute, want string) *hcl.Diagnostic {
 func (l *loader) convertVar(d *varDecl, v cty.Value, rng *hcl.Range, from string) cty.Value {
 	out, err := convert.Convert(v, d.v.Type)
 	if err != nil {
+		d.failed = true
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Invalid value for variable",
@@ -228,6 +231,7 @@ func (l *loader) assignRaw(d *varDecl, raw, source, from string) {
 			v, diags = expr.Value(nil)
 		}
 		if diags.HasErrors() {
+			d.failed = true
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid value for variable",

@@ -1,0 +1,9 @@
+harness "h" {
+  builtin = "nop"
+  args    = ["a", "b"]
+}
+
+sandbox "s" {
+  kind = "docker"
+  user = ""
+}

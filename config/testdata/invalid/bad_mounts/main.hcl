@@ -1,0 +1,8 @@
+sandbox "s" {
+  mounts = [
+    "./harness",
+    "./harness:relative",
+    "./missing:/missing",
+    "./harness:/harness:rx",
+  ]
+}

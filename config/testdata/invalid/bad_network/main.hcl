@@ -1,0 +1,12 @@
+sandbox "s" {
+  network = "host"
+}
+
+sandbox "l" {
+  kind    = "local"
+  network = "none"
+}
+
+verifier "v" {
+  network = "closed"
+}

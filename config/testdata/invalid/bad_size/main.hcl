@@ -1,0 +1,7 @@
+sandbox "s" {
+  memory = "4q"
+}
+
+sandbox "t" {
+  memory = "-1g"
+}

@@ -1,0 +1,3 @@
+sandbox "x" {
+  kind = "docker"
+}

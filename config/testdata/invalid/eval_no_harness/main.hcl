@@ -1,0 +1,8 @@
+dataset "d" {
+  source = "../../tasks"
+}
+
+eval "e" {
+  dataset   = dataset.d
+  harnesses = []
+}

@@ -1,0 +1,16 @@
+sandbox "s" {}
+
+harness "h" {
+  via     = "harbor"
+  sandbox = sandbox.s
+}
+
+harness "p" {
+  command = ["/harness/agent"]
+  model   = "gpt-5"
+}
+
+harness "v" {
+  via   = "harbour"
+  agent = "claude-code"
+}

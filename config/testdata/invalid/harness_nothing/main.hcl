@@ -1,0 +1,8 @@
+harness "empty" {
+  env = []
+}
+
+harness "both" {
+  command = ["/harness/agent"]
+  builtin = "oracle"
+}

@@ -1,0 +1,4 @@
+sandbox "s" {
+  cpus = -1
+  pids = -5
+}

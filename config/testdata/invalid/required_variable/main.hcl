@@ -1,0 +1,4 @@
+variable "model" {
+  type        = string
+  description = "Model the agent calls."
+}

@@ -1,0 +1,6 @@
+hemra {
+  required_version = ">= 9.0.0"
+}
+
+hemra {
+}

@@ -1,0 +1,23 @@
+harness "agent" {
+  command = ["/harness/agent"]
+  env     = ["OPENAI_API_KEY", "DOCKER_HOST"]
+
+  mcp "files" {
+    command = ["mcp-files"]
+    env     = ["FLY_API_TOKEN"]
+  }
+}
+
+harness "agent2" {
+  command = ["/harness/agent"]
+  env     = ["HEMRA_STORE"]
+}
+
+harness "agent3" {
+  command = ["/harness/agent"]
+  env     = ["OPENAI_API_KEY=sk-123", "1BAD"]
+}
+
+verifier "v" {
+  env = ["SPRITES_TOKEN", "MODAL_TOKEN_SECRET"]
+}

@@ -1,0 +1,3 @@
+sandbox "s" {
+  kind = "docker
+}

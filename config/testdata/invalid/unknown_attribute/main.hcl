@@ -1,0 +1,3 @@
+sandbox "hardened" {
+  memroy = "4g"
+}

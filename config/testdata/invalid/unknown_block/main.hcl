@@ -1,0 +1,7 @@
+sandbox "x" {
+  kind = "docker"
+}
+
+sandbx "y" {
+  kind = "docker"
+}

@@ -1,0 +1,3 @@
+harness "o" {
+  builtin = "orcale"
+}

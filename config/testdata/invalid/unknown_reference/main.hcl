@@ -1,0 +1,5 @@
+locals {
+  a = foo.bar
+  b = sandbox
+  c = path.module
+}

@@ -1,0 +1,2 @@
+#!/bin/sh
+touch "${HEMRA_WORKDIR:-/app}/done.txt"
