@@ -238,9 +238,15 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 	if err != nil {
 		return "", fmt.Errorf("task image: %w", err)
 	}
+	from := make(map[string]string, len(b.From))
+	for ref, pin := range b.From {
+		if from[ref], err = p.ensureImage(ctx, pin); err != nil {
+			return "", fmt.Errorf("task image FROM %s: %w", ref, err)
+		}
+	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(contextTar(pw, b.Context, pinDockerfile(df, b.From)))
+		pw.CloseWithError(contextTar(pw, b.Context, pinDockerfile(df, from)))
 	}()
 	lbl := labels("", "", RoleTaskImage)
 	lbl[LabelContext] = b.Hash

@@ -229,3 +229,17 @@ func TestResolveTagsThroughTheEngine(t *testing.T) {
 		t.Errorf("locally built image: %q %v, want its image ID", local, err)
 	}
 }
+
+// The planner pins a tag as "name@<digest>"; for an image built here the
+// digest is its image ID, which the provider runs as that ID.
+func TestPinnedLocalImageRuns(t *testing.T) {
+	cli, p, base := engine(t)
+	insp, err := cli.ImageInspect(context.Background(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, p, sandbox.Spec{Settings: hardened(base + "@" + insp.ID)})
+	if r := run(t, in, sh("echo ok"), ""); r.stdout != "ok\n" {
+		t.Errorf("got %q %q", r.stdout, r.stderr)
+	}
+}

@@ -203,7 +203,8 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		}
 		img = id
 	}
-	if err := p.ensureImage(ctx, img); err != nil {
+	img, err := p.ensureImage(ctx, img)
+	if err != nil {
 		return nil, err
 	}
 
@@ -297,31 +298,38 @@ func networkMode(n string) string {
 	return "none"
 }
 
-// ensureImage makes sure ref is in the engine: a local image ID or a
-// digest reference already there, or pulled by digest with the operator's
-// registry credentials.
-func (p *Provider) ensureImage(ctx context.Context, ref string) error {
+// ensureImage makes sure ref is in the engine and returns the reference
+// to create the container from: a local image ID or a digest reference
+// already there, or pulled by digest with the operator's registry
+// credentials. A "name@sha256:<image id>" pin of an image built here
+// (which has no repo digest) runs as that image ID.
+func (p *Provider) ensureImage(ctx context.Context, ref string) (string, error) {
 	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
-		return nil
+		return ref, nil
 	} else if !client.IsErrNotFound(err) {
-		return fmt.Errorf("inspecting image %s: %w", ref, err)
+		return "", fmt.Errorf("inspecting image %s: %w", ref, err)
+	}
+	if _, digest, ok := strings.Cut(ref, "@"); ok && strings.HasPrefix(digest, "sha256:") {
+		if insp, err := p.cli.ImageInspect(ctx, digest); err == nil && insp.ID == digest {
+			return digest, nil
+		}
 	}
 	if strings.HasPrefix(ref, "sha256:") {
-		return fmt.Errorf("image %s is not in the engine any more (it was built or committed locally); run hemra plan again", ref)
+		return "", fmt.Errorf("image %s is not in the engine any more (it was built or committed here); run hemra plan again", ref)
 	}
 	auth, err := registryAuth(p.environ, ref)
 	if err != nil {
-		return err
+		return "", err
 	}
 	rc, err := p.cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: auth})
 	if err != nil {
-		return fmt.Errorf("pulling image %s: %w", ref, err)
+		return "", fmt.Errorf("pulling image %s: %w", ref, err)
 	}
 	defer rc.Close()
 	if err := readJSONStream(rc, nil); err != nil {
-		return fmt.Errorf("pulling image %s: %w", ref, err)
+		return "", fmt.Errorf("pulling image %s: %w", ref, err)
 	}
-	return nil
+	return ref, nil
 }
 
 // SnapshotExists reports whether a snapshot reference returned by
