@@ -150,10 +150,11 @@ func (p *process) Wait() (int, error) {
 		waitExitedNoReap(p.pgid)
 		_ = p.Kill()
 		err := p.cmd.Wait()
+		p.code, p.err = exitCode(p.cmd, err)
+		p.killStragglers()
 		p.mu.Lock()
 		p.reaped = true
 		p.mu.Unlock()
-		p.code, p.err = exitCode(p.cmd, err)
 		if p.stdin != nil {
 			p.stdin.Close()
 		}
@@ -165,6 +166,25 @@ func (p *process) Wait() (int, error) {
 	})
 	<-p.waited
 	return p.code, p.err
+}
+
+// killStragglers keeps sending SIGKILL to the group until it is empty, so
+// that when Wait returns nothing the command started is still running.
+// While the group has members its id cannot be reused, so this never hits
+// another group. Bounded: members that are zombies nobody reaps (no init
+// in a container) keep the group alive without running.
+func (p *process) killStragglers() {
+	delay := time.Millisecond
+	for waited := time.Duration(0); waited < time.Second; waited += delay {
+		if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil {
+			return // ESRCH: the group is empty
+		}
+		if onlyZombiesLeft(p.pgid) {
+			return
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 50*time.Millisecond)
+	}
 }
 
 func exitCode(cmd *exec.Cmd, err error) (int, error) {

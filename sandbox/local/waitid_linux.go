@@ -1,6 +1,10 @@
 package local
 
 import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -17,4 +21,41 @@ func waitExitedNoReap(pid int) {
 			return
 		}
 	}
+}
+
+// onlyZombiesLeft reports whether every process left in group pgid is a
+// zombie (dead, waiting for a parent that may never reap it: a container
+// whose PID 1 is not an init).
+func onlyZombiesLeft(pgid int) bool {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid pgrp ...
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		if f[0] != "Z" && f[0] != "X" {
+			return false
+		}
+	}
+	return true
 }
