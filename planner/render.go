@@ -255,7 +255,7 @@ func writeAttempt(ew *errWriter, a, prev *PlannedAttempt, md bool, paint func(st
 	if len(a.Changes) == 0 {
 		return
 	}
-	if prev != nil && prev.Task == a.Task && sameChanges(prev.Changes, a.Changes) {
+	if prev != nil && prev.Task == a.Task && prev.Action == a.Action && sameChanges(prev.Changes, a.Changes) {
 		ew.printf("%s      (same changes as %s)\n", indent, prev.Address)
 		return
 	}

@@ -1,0 +1,388 @@
+package planner_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/<case>/")
+
+// Each planner/testdata/<case>/ holds case.txtar: files overlaid on
+// testdata/_base to make the "before" and "after" eval directories
+// (before/<path>, after/<path>, or <path> for both; after/DELETE lists
+// paths to remove), and optionally:
+//
+//	flags: lines "target PATTERN", "replace PATTERN", "require CAP"
+//	state: lines "ADDRESS STATUS CLASS [snapshot-gone]" changing how the
+//	       before plan's attempts ended
+//
+// The test plans "before" on an empty state, records every attempt as
+// finished (applyAsFinished, then the state edits) into prior.json, plans
+// "after" against it, and compares plan.txt and plan.json — or errors,
+// one diagnostic per line, for a plan that must be refused. The two
+// directories live at different paths, so a case with no edits also
+// proves that moving the eval directory changes nothing.
+func TestGolden(t *testing.T) {
+	cases, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if !c.IsDir() || strings.HasPrefix(c.Name(), "_") {
+			continue
+		}
+		t.Run(c.Name(), func(t *testing.T) { runGolden(t, filepath.Join("testdata", c.Name())) })
+	}
+}
+
+type goldenCase struct {
+	dir      string
+	archive  *txtar.Archive
+	flags    planner.Options
+	stateMod []string
+}
+
+func runGolden(t *testing.T, dir string) {
+	ar, err := txtar.ParseFile(filepath.Join(dir, "case.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	before := filepath.Join(tmp, "before")
+	after := filepath.Join(tmp, "elsewhere", "after")
+	var opts planner.Options
+	var stateMods []string
+	for _, side := range []string{"before", "after"} {
+		root := before
+		if side == "after" {
+			root = after
+		}
+		copyDir(t, "testdata/_base", root)
+		for _, f := range ar.Files {
+			name := f.Name
+			switch {
+			case name == "flags" || name == "state":
+				continue
+			case strings.HasPrefix(name, "before/"):
+				if side != "before" {
+					continue
+				}
+				name = strings.TrimPrefix(name, "before/")
+			case strings.HasPrefix(name, "after/"):
+				if side != "after" {
+					continue
+				}
+				name = strings.TrimPrefix(name, "after/")
+			}
+			if name == "DELETE" {
+				for _, p := range strings.Fields(string(f.Data)) {
+					if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			writeFile(t, filepath.Join(root, name), f.Data)
+		}
+	}
+	for _, f := range ar.Files {
+		switch f.Name {
+		case "flags":
+			for _, line := range lines(f.Data) {
+				k, v, _ := strings.Cut(line, " ")
+				switch k {
+				case "target":
+					opts.Targets = append(opts.Targets, v)
+				case "replace":
+					opts.Replace = append(opts.Replace, v)
+				case "require":
+					opts.Require = append(opts.Require, v)
+				default:
+					t.Fatalf("flags: unknown %q", k)
+				}
+			}
+		case "state":
+			stateMods = lines(f.Data)
+		}
+	}
+
+	priorPath := filepath.Join(dir, "prior.json")
+	var prior *planner.MemoryPrior
+	if *update {
+		cfg := load(t, before)
+		p, diags := planner.Compute(cfg, planner.EmptyPrior(), imageOpts(t, cfg, before, planner.Options{}))
+		if diags.HasErrors() {
+			t.Fatalf("planning before: %v", diags)
+		}
+		prior = applyAsFinished(t, cfg, p)
+		editState(t, prior, stateMods)
+		data, _ := json.MarshalIndent(prior, "", "  ")
+		writeFile(t, priorPath, []byte(strings.ReplaceAll(string(data), tmp, "$TMP")+"\n"))
+	} else {
+		var err error
+		prior, err = planner.LoadMemoryPrior(priorPath)
+		if err != nil {
+			t.Fatalf("%v (run go test ./planner -update)", err)
+		}
+	}
+
+	cfg := load(t, after)
+	opts.HemraVersion = "test"
+	plan, diags := planner.Compute(cfg, prior, imageOpts(t, cfg, after, opts))
+	if diags.HasErrors() {
+		if plan != nil {
+			t.Errorf("a plan with errors must be nil")
+		}
+		golden(t, filepath.Join(dir, "errors"), []byte(diagLines(diags)), tmp)
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir, "errors")); err == nil {
+		t.Fatalf("expected errors, got a plan")
+	}
+	var text bytes.Buffer
+	if err := planner.RenderText(&text, plan, planner.TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join(dir, "plan.txt"), text.Bytes(), tmp)
+	js, _ := json.MarshalIndent(plan, "", "  ")
+	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
+
+	// Every fingerprint can be recomputed from its manifest's inputs.
+	for _, a := range plan.Attempts {
+		if a.Manifest == nil {
+			continue
+		}
+		m := a.Manifest
+		if got := planner.Fingerprint(planner.StageAgent, m.Inputs); got != m.AgentFingerprint {
+			t.Errorf("%s: agent fingerprint %s does not match its inputs (%s)", a.Address, m.AgentFingerprint, got)
+		}
+		if got := planner.Fingerprint(planner.StageVerify, m.Inputs); got != m.VerifyFingerprint {
+			t.Errorf("%s: verify fingerprint does not match its inputs", a.Address)
+		}
+		if got := planner.Fingerprint(planner.StageJudge, m.Inputs); got != m.JudgeFingerprint {
+			t.Errorf("%s: judge fingerprint does not match its inputs", a.Address)
+		}
+	}
+}
+
+func load(t *testing.T, dir string) *config.Config {
+	t.Helper()
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatalf("loading %s: %v", dir, diags)
+	}
+	return cfg
+}
+
+// imageOpts resolves the config's images from its lock file only, as a
+// plan without Docker does.
+func imageOpts(t *testing.T, cfg *config.Config, dir string, opts planner.Options) planner.Options {
+	t.Helper()
+	lock, diags := planner.ReadLockFile(dir)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	uses, _ := planner.CollectImages(cfg)
+	images, _, _ := planner.ResolveImages(context.Background(), uses, lock, nil)
+	opts.Images = images
+	return opts
+}
+
+var epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// applyAsFinished records every attempt a plan would run as finished and
+// passed, with its text blobs, the way apply would.
+func applyAsFinished(t *testing.T, cfg *config.Config, p *planner.Plan) *planner.MemoryPrior {
+	t.Helper()
+	prior := &planner.MemoryPrior{
+		Lineage:  "test-lineage",
+		Serial:   1,
+		Currents: map[string]state.Current{},
+		Attempts: map[string]*state.Attempt{},
+		Blobs:    map[string]string{},
+	}
+	n := 0
+	for _, pa := range p.Attempts {
+		if pa.Manifest == nil {
+			continue
+		}
+		n++
+		id := fmt.Sprintf("att%04d", n)
+		reward := 1.0
+		prior.Attempts[id] = &state.Attempt{
+			ID: id, Address: pa.Address, RunID: "run1", Manifest: *pa.Manifest,
+			Transitions: []state.Transition{
+				{Status: state.StatusPending, At: epoch},
+				{Status: state.StatusAgent, At: epoch},
+				{Status: state.StatusVerify, At: epoch.Add(time.Second)},
+				{Status: state.StatusFinished, At: epoch.Add(2 * time.Second)},
+			},
+			Outcome: &state.Outcome{Class: state.ClassPassed, Reward: &reward, StartedAt: epoch, FinishedAt: epoch.Add(2 * time.Second)},
+		}
+		prior.Currents[pa.Address] = state.Current{
+			AttemptID:         id,
+			AgentFingerprint:  pa.Manifest.AgentFingerprint,
+			VerifyFingerprint: pa.Manifest.VerifyFingerprint,
+			JudgeFingerprint:  pa.Manifest.JudgeFingerprint,
+			Status:            state.StatusFinished,
+			Class:             state.ClassPassed,
+			SnapshotKept:      true,
+		}
+		for sha, path := range planner.TextBlobs(cfg, pa) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prior.Blobs[sha] = string(data)
+		}
+		prior.Serial++
+	}
+	return prior
+}
+
+// editState applies "ADDRESS STATUS CLASS [snapshot-gone]" lines.
+func editState(t *testing.T, prior *planner.MemoryPrior, mods []string) {
+	for _, m := range mods {
+		f := strings.Fields(m)
+		if len(f) < 3 {
+			t.Fatalf("state: %q: want ADDRESS STATUS CLASS [snapshot-gone]", m)
+		}
+		c, ok := prior.Currents[f[0]]
+		if !ok {
+			t.Fatalf("state: no attempt %s", f[0])
+		}
+		c.Status, c.Class = state.Status(f[1]), state.Class(f[2])
+		if len(f) > 3 && f[3] == "snapshot-gone" {
+			c.SnapshotKept = false
+		}
+		prior.Currents[f[0]] = c
+		a := prior.Attempts[c.AttemptID]
+		a.Transitions[len(a.Transitions)-1].Status = c.Status
+		a.Outcome.Class = c.Class
+		if c.Class == state.ClassTaskFailure {
+			zero := 0.0
+			a.Outcome.Reward = &zero
+		}
+	}
+}
+
+func diagLines(diags hcl.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range diags {
+		pos := ""
+		if d.Subject != nil {
+			r := d.Subject
+			if r.Start.Line == r.End.Line {
+				pos = fmt.Sprintf("%s:%d,%d-%d", r.Filename, r.Start.Line, r.Start.Column, r.End.Column)
+			} else {
+				pos = fmt.Sprintf("%s:%d,%d-%d,%d", r.Filename, r.Start.Line, r.Start.Column, r.End.Line, r.End.Column)
+			}
+		}
+		fmt.Fprintf(&b, "%s: %s; %s\n", pos, d.Summary, d.Detail)
+	}
+	return b.String()
+}
+
+func golden(t *testing.T, path string, got []byte, tmp string) {
+	t.Helper()
+	got = []byte(strings.ReplaceAll(string(got), tmp, "$TMP"))
+	if *update {
+		writeFile(t, path, got)
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./planner -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (review, then go test ./planner -update):\n%s", path, lineDiff(string(want), string(got)))
+	}
+}
+
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n  want: %s\n  got:  %s\n", i+1, wl, gl)
+			if b.Len() > 4000 {
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+func lines(data []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mode := fs.FileMode(0o644)
+	if strings.HasSuffix(path, ".sh") {
+		mode = 0o755
+	}
+	if err := os.WriteFile(path, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(src, p)
+		writeFile(t, filepath.Join(dst, rel), data)
+	}
+}
