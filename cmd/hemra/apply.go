@@ -76,7 +76,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 	var plan *planner.Plan
 	var cfg *config.Config
 	if c.PlanFile != "" {
-		plan, cfg, err = c.savedPlan(g, meta)
+		plan, cfg, err = c.savedPlan(g, store, meta)
 	} else {
 		plan, cfg, err = makePlan(g, &c.PlanFlags)
 	}
@@ -140,7 +140,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 // configuration or the lock file changed since it was made: the config and
 // lock hashes are compared with a fresh plan of the directory, the state
 // with meta as it was before this apply touched it.
-func (c *ApplyCmd) savedPlan(g *Globals, meta state.Meta) (*planner.Plan, *config.Config, error) {
+func (c *ApplyCmd) savedPlan(g *Globals, store *state.Store, meta state.Meta) (*planner.Plan, *config.Config, error) {
 	path := c.PlanFile
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(g.Dir, path)
@@ -153,10 +153,30 @@ func (c *ApplyCmd) savedPlan(g *Globals, meta state.Meta) (*planner.Plan, *confi
 	if err != nil {
 		return nil, nil, err
 	}
+	if saved.StateLineage == "" && meta.Lineage != "" {
+		// The plan was made before the store existed; this apply's writer
+		// open created it. Nothing recorded since means nothing changed.
+		if empty, err := emptyState(store); err != nil {
+			return nil, nil, err
+		} else if empty {
+			meta = state.Meta{FormatVersion: meta.FormatVersion, Serial: saved.StateSerial}
+		}
+	}
 	if err := planner.CheckStale(saved, fresh.ConfigHash, fresh.LockHash, meta); err != nil {
-		return nil, nil, fmt.Errorf("%w\nRun hemra plan -out=%s again, review it, and apply the new plan", err, c.PlanFile)
+		return nil, nil, err
 	}
 	return saved, cfg, nil
+}
+
+// emptyState reports whether a store records no attempt and no run.
+func emptyState(store *state.Store) (bool, error) {
+	runs, err := store.Runs()
+	if err != nil || len(runs) > 0 {
+		return false, err
+	}
+	any := false
+	err = store.ForEachCurrent(func(string, state.Current) error { any = true; return nil })
+	return !any, err
 }
 
 // confirm asks the Terraform question; only "yes" approves.
