@@ -1,14 +1,338 @@
 package main
 
+// Output rules for doctor: the human form is a few aligned sections on
+// stdout (sandbox kinds, configured sandboxes, and with -prune what was
+// removed); -json prints one object with the same content. doctor exits 0
+// when it could look; -prune exits 1 when something could not be removed.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/state"
+)
+
 // DoctorCmd is `hemra doctor`.
 type DoctorCmd struct {
-	JSON bool `name:"json" help:"Print JSON."`
+	JSON  bool `name:"json" help:"Print JSON."`
+	Prune bool `name:"prune" help:"Remove the containers, snapshot images and volumes labelled as hemra's that a killed hemra left behind, and say what was removed."`
 }
 
 func (c *DoctorCmd) Help() string {
-	return `Example:
+	return `Lists every sandbox kind, whether it is available here (the Docker
+Engine's version; a bridge program for modal, fly and sprites found as
+hemra-sandbox-<kind> on PATH or by HEMRA_SANDBOX_<KIND>_BIN), and what each
+sandbox declared in the eval directory enforces as configured.
 
-  hemra doctor -json`
+-prune removes only objects labelled dev.hemra.managed=true: containers
+whose hemra process is gone, snapshot images of attempts that are no longer
+current in this store, and volumes no container uses.
+
+Examples:
+
+  hemra doctor
+  hemra doctor -json | jq '.sandboxes[] | {name, capabilities}'
+  hemra doctor -prune`
 }
 
-func (c *DoctorCmd) Run(g *Globals) error { return errNotImplemented }
+// doctorKinds is every sandbox kind, in documentation order.
+var doctorKinds = []string{config.KindDocker, config.KindLocal, config.KindModal, config.KindFly, config.KindSprites}
+
+// isolationOf is the one-line statement of each kind's isolation.
+var isolationOf = map[string]string{
+	config.KindDocker:  "a container sharing the host kernel: no network, no capabilities, your uid, bounded memory, CPU and processes by default",
+	config.KindLocal:   "a process on this host: cleared environment only; no network, filesystem or resource isolation",
+	config.KindModal:   "a gVisor sandbox on Modal's machines, reached through a bridge program",
+	config.KindFly:     "a Firecracker VM on Fly.io that always has outbound network, reached through a bridge program",
+	config.KindSprites: "a Firecracker VM on Fly's base image, network closed or open to egress domains, reached through a bridge program",
+}
+
+type doctorKind struct {
+	Kind      string `json:"kind"`
+	Available bool   `json:"available"`
+	Detail    string `json:"detail"`
+	Isolation string `json:"isolation"`
+}
+
+type doctorSandbox struct {
+	Name         string   `json:"name"` // "sandbox.<name>" or "default"
+	Kind         string   `json:"kind"`
+	Available    bool     `json:"available"`
+	Capabilities []string `json:"capabilities"`
+	Missing      []string `json:"missing"`
+	Loosenings   []string `json:"loosenings"`
+}
+
+type doctorReport struct {
+	Kinds       []doctorKind        `json:"kinds"`
+	Sandboxes   []doctorSandbox     `json:"sandboxes"`
+	ConfigError string              `json:"config_error,omitempty"`
+	Prune       *docker.PruneReport `json:"prune,omitempty"`
+}
+
+func (c *DoctorCmd) Run(g *Globals) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep := &doctorReport{}
+	avail := map[string]bool{}
+
+	var dockerProvider *docker.Provider
+	for _, kind := range doctorKinds {
+		k := doctorKind{Kind: kind, Isolation: isolationOf[kind]}
+		switch kind {
+		case config.KindDocker:
+			p, err := docker.New(docker.Options{Environ: g.Environ})
+			if err != nil {
+				k.Detail = err.Error()
+				break
+			}
+			k.Available, k.Detail = p.Available(ctx)
+			if k.Available {
+				dockerProvider = p
+			}
+		case config.KindLocal:
+			k.Available, k.Detail = true, "always (a process on this host)"
+		default:
+			k.Available, k.Detail = findBridge(g, kind)
+		}
+		avail[kind] = k.Available
+		rep.Kinds = append(rep.Kinds, k)
+	}
+
+	rep.Sandboxes, rep.ConfigError = configuredSandboxes(g, avail)
+
+	var pruneErr error
+	if c.Prune {
+		if dockerProvider == nil {
+			pruneErr = errors.New("cannot prune: no Docker Engine answers")
+		} else {
+			classify, closeStore := snapshotClassifier(g)
+			rep.Prune, pruneErr = dockerProvider.Prune(ctx, docker.PruneOptions{SnapshotAttempt: classify})
+			closeStore()
+		}
+	}
+
+	if c.JSON {
+		enc := json.NewEncoder(g.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(g.Stdout, rep, c.Prune)
+	}
+	if pruneErr != nil {
+		return pruneErr
+	}
+	if rep.Prune != nil {
+		for _, r := range rep.Prune.Removed {
+			if r.Error != "" {
+				return exitError(1)
+			}
+		}
+	}
+	return nil
+}
+
+// findBridge looks for a managed sandbox's bridge program:
+// HEMRA_SANDBOX_<KIND>_BIN, else hemra-sandbox-<kind> on PATH.
+func findBridge(g *Globals, kind string) (bool, string) {
+	envName := "HEMRA_SANDBOX_" + strings.ToUpper(kind) + "_BIN"
+	if p := g.Getenv(envName); p != "" {
+		if isExecutable(p) {
+			return true, "bridge " + p + " (" + envName + ")"
+		}
+		return false, envName + "=" + p + " is not an executable file"
+	}
+	name := "hemra-sandbox-" + kind
+	for _, dir := range filepath.SplitList(g.Getenv("PATH")) {
+		if dir == "" {
+			continue
+		}
+		if p := filepath.Join(dir, name); isExecutable(p) {
+			return true, "bridge " + p
+		}
+	}
+	return false, "no " + name + " on PATH (or set " + envName + ")"
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// configuredSandboxes reads the eval directory's sandboxes (without tasks)
+// and says what each enforces as configured, with the kind's defaults.
+func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, string) {
+	matches, _ := filepath.Glob(filepath.Join(g.Dir, "*.hcl"))
+	if len(matches) == 0 {
+		return nil, ""
+	}
+	cfg, diags := config.Load(g.Dir, config.LoadOptions{Environ: g.Environ, SkipTasks: true})
+	if diags.HasErrors() || cfg == nil {
+		return nil, "the configuration has errors; run hemra validate to see them"
+	}
+	var out []doctorSandbox
+	names := make([]string, 0, len(cfg.Sandboxes))
+	for n := range cfg.Sandboxes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	describe := func(name string, s sandbox.Settings) doctorSandbox {
+		d := doctorSandbox{Name: name, Kind: s.Kind, Available: avail[s.Kind], Capabilities: []string{}, Missing: []string{}, Loosenings: sandbox.Loosenings(s)}
+		have := map[sandbox.Capability]bool{}
+		for _, c := range sandbox.CapabilitiesFor(s) {
+			have[c] = true
+			d.Capabilities = append(d.Capabilities, string(c))
+		}
+		for _, c := range sandbox.AllCapabilities {
+			if !have[c] {
+				d.Missing = append(d.Missing, string(c))
+			}
+		}
+		if d.Loosenings == nil {
+			d.Loosenings = []string{}
+		}
+		return d
+	}
+	for _, n := range names {
+		out = append(out, describe("sandbox."+n, settingsOf(cfg.Sandboxes[n])))
+	}
+	for _, h := range cfg.Harnesses {
+		if h.Sandbox == nil && h.Via == "" {
+			out = append(out, describe("default", sandbox.WithDefaults(sandbox.Settings{Kind: config.KindDocker}, nil)))
+			break
+		}
+	}
+	return out, ""
+}
+
+// settingsOf is a sandbox block's settings with its kind's defaults, as
+// plan computes them.
+func settingsOf(sb *config.Sandbox) sandbox.Settings {
+	s := sandbox.Settings{
+		Kind: sb.Kind, Image: sb.Image, Network: sb.Network, Egress: sb.Egress,
+		Memory: sb.Memory, CPUs: sb.CPUs, Pids: sb.Pids, ReadOnly: sb.ReadOnly, User: sb.User,
+	}
+	for _, m := range sb.Mounts {
+		s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
+	}
+	return sandbox.WithDefaults(s, map[string]bool{"memory": sb.MemorySet, "cpus": sb.CPUsSet, "pids": sb.PidsSet})
+}
+
+// snapshotClassifier answers, from this eval directory's store, whether a
+// snapshot's attempt is known and current. Without a store nothing is
+// known, so no snapshot is removed.
+func snapshotClassifier(g *Globals) (classify func(string) (bool, bool), closeStore func()) {
+	noop := func() {}
+	if _, err := os.Stat(filepath.Join(g.StorePath(), "state.db")); err != nil {
+		return nil, noop
+	}
+	st, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		return nil, noop
+	}
+	current := map[string]bool{}
+	_ = st.ForEachCurrent(func(_ string, c state.Current) error {
+		current[c.AttemptID] = true
+		return nil
+	})
+	known := map[string]bool{}
+	return func(id string) (bool, bool) {
+		if id == "" {
+			return false, false
+		}
+		if current[id] {
+			return true, true
+		}
+		k, ok := known[id]
+		if !ok {
+			a, err := st.Attempt(id)
+			k = err == nil && a != nil
+			known[id] = k
+		}
+		return k, false
+	}, func() { st.Close() }
+}
+
+func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
+	fmt.Fprintln(w, "Sandbox kinds:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range rep.Kinds {
+		status := "unavailable"
+		if k.Available {
+			status = "available"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", k.Kind, status, k.Detail)
+	}
+	tw.Flush()
+
+	switch {
+	case rep.ConfigError != "":
+		fmt.Fprintf(w, "\nConfigured sandboxes: %s.\n", rep.ConfigError)
+	case len(rep.Sandboxes) > 0:
+		fmt.Fprintln(w, "\nConfigured sandboxes, as configured with their kind's defaults:")
+		for _, s := range rep.Sandboxes {
+			note := ""
+			if !s.Available {
+				note = " (not available here)"
+			}
+			fmt.Fprintf(w, "  %s (%s)%s\n", s.Name, s.Kind, note)
+			fmt.Fprintf(w, "    enforces:   %s\n", orNone(s.Capabilities))
+			fmt.Fprintf(w, "    not:        %s\n", orNone(s.Missing))
+			if len(s.Loosenings) > 0 {
+				fmt.Fprintf(w, "    loosenings: %s\n", strings.Join(s.Loosenings, "; "))
+			}
+		}
+	}
+
+	if !pruned || rep.Prune == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	if len(rep.Prune.Removed) == 0 {
+		fmt.Fprintln(w, "Nothing to prune: no labelled container, snapshot image or volume was left behind.")
+	} else {
+		fmt.Fprintf(w, "Removed %d object(s) a killed hemra left behind:\n", len(rep.Prune.Removed))
+		for _, r := range rep.Prune.Removed {
+			line := fmt.Sprintf("  %s %s", r.Kind, r.ID)
+			if r.Address != "" {
+				line += " " + r.Address
+			}
+			if r.Role != "" {
+				line += " (" + r.Role + ")"
+			}
+			line += ": " + r.Reason
+			if r.Error != "" {
+				line += "; NOT removed: " + r.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if len(rep.Prune.Kept) > 0 {
+		fmt.Fprintf(w, "Kept %d labelled object(s):\n", len(rep.Prune.Kept))
+		for _, r := range rep.Prune.Kept {
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.ID, r.Reason)
+		}
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
