@@ -34,16 +34,26 @@ const BusyboxPath = "/bin/busybox"
 // LabelTestImage marks images built by this package, with their content hash.
 const LabelTestImage = "dev.hemra.testimage"
 
+// Connect returns a client when an engine answers within a few seconds.
+func Connect() (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return cli, nil
+}
+
 // Client connects to the engine from the environment, or skips the test
 // when no engine answers, unless HEMRA_TEST_DOCKER=1, where it fails.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = cli.Ping(ctx)
-		cancel()
-	}
+	cli, err := Connect()
 	if err != nil {
 		if os.Getenv("HEMRA_TEST_DOCKER") == "1" {
 			t.Fatalf("HEMRA_TEST_DOCKER=1 but no Docker Engine answers: %v", err)
