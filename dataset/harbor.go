@@ -1,0 +1,419 @@
+package dataset
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// LoadDir reads every Harbor task directory directly under dir: each
+// immediate subfolder holding a task.toml. Hidden folders (".git") and
+// folders with neither task.toml nor instruction.md are skipped; a folder
+// with instruction.md but no task.toml is reported. Tasks come back sorted by
+// name. Diagnostic filenames start with dir.
+func LoadDir(dir string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
+	return loadDir(dir, filepath.Clean(dir), opts)
+}
+
+// taskResult is one worker's output for one candidate folder.
+type taskResult struct {
+	task  *Task
+	diags hcl.Diagnostics
+	// tomlSrc is task.toml's bytes when a diagnostic points into it.
+	tomlName string
+	tomlSrc  []byte
+}
+
+func loadDir(dir, display string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read dataset folder", Detail: fmt.Sprintf("%s: %v.", display, err)}}
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read dataset folder", Detail: fmt.Sprintf("%s: %v.", display, pathErrReason(err))}}
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		isDir := e.IsDir()
+		if e.Type()&fs.ModeSymlink != 0 {
+			// A task folder may be a link (datasets assembled from
+			// others); links inside a task are never followed.
+			if fi, err := os.Stat(filepath.Join(abs, name)); err == nil && fi.IsDir() {
+				isDir = true
+			}
+		}
+		if isDir {
+			names = append(names, name)
+		}
+	}
+
+	results := make([]taskResult, len(names))
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := newTaskReader()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				results[i] = r.load(filepath.Join(abs, names[i]), filepath.Join(display, names[i]), names[i])
+			}
+		}()
+	}
+	wg.Wait()
+
+	tasks := make([]*Task, 0, len(names))
+	var diags hcl.Diagnostics
+	for _, res := range results {
+		if res.task != nil {
+			tasks = append(tasks, res.task)
+		}
+		diags = append(diags, res.diags...)
+		if opts.Files != nil && res.tomlSrc != nil {
+			opts.Files[res.tomlName] = &hcl.File{Bytes: res.tomlSrc}
+		}
+	}
+	return tasks, diags
+}
+
+// smallFile is the size up to which a file is read in one go into the
+// reader's buffer; bigger files are hashed as a stream.
+const smallFile = 256 << 10
+
+// taskReader reads task folders; one per worker, so its buffer is reused
+// without locking.
+type taskReader struct {
+	buf       []byte
+	direntBuf []byte // getdents buffer (Linux)
+}
+
+// dirEntry is one entry of a task folder; typ holds only the type bits.
+type dirEntry struct {
+	name string
+	typ  fs.FileMode
+}
+
+var (
+	errNotRegular     = errors.New("not a regular file")
+	errNotDir         = errors.New("not a directory")
+	errTooManyEntries = errors.New("too many entries")
+)
+
+// maxDirentCalls bounds the getdents calls on one folder (each returns up
+// to 16 KiB of entries: hundreds of thousands of entries in all).
+const maxDirentCalls = 1 << 16
+
+func newTaskReader() *taskReader {
+	return &taskReader{buf: make([]byte, smallFile)}
+}
+
+// walkState collects one task folder's files while walking it.
+type walkState struct {
+	display string // task directory as diagnostics name it
+	files   []File
+	kept    map[string][]byte // contents of the files the task keeps (task.toml, instructions)
+	diags   hcl.Diagnostics
+}
+
+// keepContent reports whether a file's bytes are kept on the Task.
+func keepContent(rel string) bool {
+	if rel == "task.toml" || rel == "instruction.md" {
+		return true
+	}
+	// steps/<name>/instruction.md
+	if rest, ok := strings.CutPrefix(rel, "steps/"); ok {
+		name, file, ok := strings.Cut(rest, "/")
+		return ok && name != "" && file == "instruction.md"
+	}
+	return false
+}
+
+func (r *taskReader) load(dir, display, name string) taskResult {
+	root, err := openDir(dir)
+	var entries []dirEntry
+	if err == nil {
+		defer root.close()
+		entries, err = r.list(root)
+	}
+	if err != nil {
+		return taskResult{diags: hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read task folder",
+			Detail:   fmt.Sprintf("%s: %v.", display, pathErrReason(err)),
+			Subject:  &hcl.Range{Filename: display},
+		}}}
+	}
+	hasToml, hasInstruction := false, false
+	for _, e := range entries {
+		switch e.name {
+		case "task.toml":
+			hasToml = true
+		case "instruction.md":
+			hasInstruction = true
+		}
+	}
+	if !hasToml {
+		if hasInstruction {
+			return taskResult{diags: hcl.Diagnostics{missingFile(display, name, "task.toml")}}
+		}
+		return taskResult{} // not a task folder
+	}
+
+	w := &walkState{display: display, kept: map[string][]byte{}, files: make([]File, 0, 8)}
+	r.walk(w, root, "", entries)
+
+	t := &Task{Name: name, Kind: "harbor", Dir: dir}
+	diags := w.diags
+	if msg := checkTaskName(name); msg != "" {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid task name", Detail: msg + ".", Subject: &hcl.Range{Filename: display}})
+	}
+
+	tomlName := filepath.Join(display, "task.toml")
+	res := taskResult{}
+	var cfg *TaskConfig
+	if src, ok := w.kept["task.toml"]; ok {
+		var cd hcl.Diagnostics
+		cfg, cd = ParseTaskConfig(tomlName, src)
+		if len(cd) > 0 {
+			res.tomlName, res.tomlSrc = tomlName, src
+		}
+		diags = append(diags, cd...)
+	}
+	if cfg == nil {
+		cfg = &TaskConfig{}
+	}
+	t.Config = cfg
+	t.Instruction = w.kept["instruction.md"]
+
+	slices.SortFunc(w.files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
+	lookup := func(rel string) (*File, bool) {
+		i, ok := slices.BinarySearchFunc(w.files, rel, func(f File, p string) int { return cmp.Compare(f.Path, p) })
+		if !ok {
+			return nil, false
+		}
+		return &w.files[i], true
+	}
+	var stepFiles map[string][]File
+	declared := func(step string) bool {
+		return slices.ContainsFunc(cfg.Steps, func(s StepConfig) bool { return s.Name == step })
+	}
+	var undeclared []string
+	for _, f := range w.files {
+		switch {
+		case strings.HasPrefix(f.Path, "environment/"):
+			t.Environment = append(t.Environment, f)
+		case strings.HasPrefix(f.Path, "tests/"):
+			t.Tests = append(t.Tests, f)
+		case strings.HasPrefix(f.Path, "solution/"):
+			t.Solution = append(t.Solution, f)
+		case strings.HasPrefix(f.Path, "steps/") && strings.Count(f.Path, "/") >= 2:
+			step := strings.SplitN(f.Path, "/", 3)[1]
+			if declared(step) {
+				if stepFiles == nil {
+					stepFiles = map[string][]File{}
+				}
+				stepFiles[step] = append(stepFiles[step], f)
+				continue
+			}
+			if len(undeclared) == 0 || undeclared[len(undeclared)-1] != step {
+				undeclared = append(undeclared, step)
+			}
+			t.Other = append(t.Other, f)
+		default:
+			t.Other = append(t.Other, f)
+		}
+	}
+
+	windows := cfg.Environment.OS == "windows"
+	testScript := "tests/test.sh"
+	if windows {
+		testScript = "tests/test.bat"
+	}
+	require := func(rel string) bool {
+		f, ok := lookup(rel)
+		if !ok {
+			diags = append(diags, missingFile(display, name, rel))
+			return false
+		}
+		if f.Link != "" {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Task file is a symlink",
+				Detail:   fmt.Sprintf("%s of task %q is a symbolic link; hemra needs it as a regular file.", rel, name),
+				Subject:  &hcl.Range{Filename: filepath.Join(display, filepath.FromSlash(rel))},
+			})
+			return false
+		}
+		return true
+	}
+	require("task.toml")
+	if len(cfg.Steps) == 0 {
+		require("instruction.md")
+		require(testScript)
+	} else {
+		for _, sc := range cfg.Steps { // names checked by ParseTaskConfig
+			base := "steps/" + sc.Name + "/"
+			require(base + "instruction.md")
+			// A step's tests override the shared top-level ones.
+			if _, ok := lookup(base + testScript); !ok {
+				if _, ok := lookup(testScript); !ok {
+					diags = append(diags, missingFile(display, name, base+testScript))
+				}
+			}
+			t.Steps = append(t.Steps, Step{Name: sc.Name, Instruction: w.kept[base+"instruction.md"], Files: stepFiles[sc.Name]})
+		}
+	}
+	for _, step := range undeclared {
+		detail := fmt.Sprintf("Task %q has a folder steps/%s/ but task.toml declares no step %q; its files count as plain task files.", name, step, step)
+		if len(cfg.Steps) == 0 {
+			detail = fmt.Sprintf("Task %q has a folder steps/%s/ but task.toml declares no [[steps]], so it runs as a single-step task.", name, step)
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Undeclared step folder",
+			Detail:   detail,
+			Subject:  &hcl.Range{Filename: filepath.Join(display, "steps", step)},
+		})
+	}
+
+	res.task = t
+	res.diags = diags
+	if diags.HasErrors() {
+		// A task with errors is not handed on: the caller stops at the
+		// diagnostics anyway, and a half-read task must never be planned.
+		res.task = nil
+	}
+	return res
+}
+
+func missingFile(display, task, rel string) *hcl.Diagnostic {
+	why := "A Harbor task folder needs task.toml, instruction.md and tests/test.sh (solution/solve.sh and environment/ are optional)."
+	if strings.HasPrefix(rel, "steps/") {
+		why = "Each step declared in [[steps]] needs steps/<name>/instruction.md, and tests/test.sh either in its folder or shared at the top of the task."
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Missing task file",
+		Detail:   fmt.Sprintf("Task %q has no %s. %s", task, rel, why),
+		Subject:  &hcl.Range{Filename: filepath.Join(display, filepath.FromSlash(rel))},
+	}
+}
+
+// walk records every entry of one folder of the task, recursively. rel is
+// the folder's path relative to the task root ("" for the root).
+func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry) {
+	for _, e := range entries {
+		childRel := e.name
+		if rel != "" {
+			childRel = rel + "/" + e.name
+		}
+		switch typ := e.typ; {
+		case typ.IsDir():
+			sub, err := openSubdir(d, e.name)
+			if err != nil {
+				w.diags = append(w.diags, fileError(w, childRel, err))
+				continue
+			}
+			subEntries, err := r.list(sub)
+			if err != nil {
+				sub.close()
+				w.diags = append(w.diags, fileError(w, childRel, err))
+				continue
+			}
+			r.walk(w, sub, childRel, subEntries)
+			sub.close()
+		case typ&fs.ModeSymlink != 0:
+			r.link(w, d, e.name, childRel)
+		case typ.IsRegular():
+			f, data, err := r.readFileAt(d, e.name, keepContent(childRel))
+			if err != nil {
+				w.diags = append(w.diags, fileError(w, childRel, err))
+				continue
+			}
+			f.Path = childRel
+			w.files = append(w.files, f)
+			if data != nil {
+				w.kept[childRel] = data
+			}
+		default:
+			w.diags = append(w.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unsupported file in task",
+				Detail:   fmt.Sprintf("%s is a %s, not a regular file, folder or symlink; remove it from the task.", childRel, fileKind(typ)),
+				Subject:  &hcl.Range{Filename: filepath.Join(w.display, filepath.FromSlash(childRel))},
+			})
+		}
+	}
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+func fileError(w *walkState, rel string, err error) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Cannot read task file",
+		Detail:   fmt.Sprintf("%s: %v.", rel, pathErrReason(err)),
+		Subject:  &hcl.Range{Filename: filepath.Join(w.display, filepath.FromSlash(rel))},
+	}
+}
+
+// link records a symbolic link by its target string, without following it.
+// A link that leaves the task folder (absolute, or climbing above the root)
+// is refused: the task would depend on files outside itself.
+func (r *taskReader) link(w *walkState, d dirRef, name, rel string) {
+	target, err := readLinkAt(d, name)
+	if err != nil {
+		w.diags = append(w.diags, fileError(w, rel, err))
+		return
+	}
+	slashed := filepath.ToSlash(target)
+	resolved := path.Join(path.Dir(rel), slashed)
+	if filepath.IsAbs(target) || path.IsAbs(slashed) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+		w.diags = append(w.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Symlink leaves the task folder",
+			Detail:   fmt.Sprintf("%s links to %q, outside the task folder. hemra never follows links out of a task: copy the file into the task instead.", rel, target),
+			Subject:  &hcl.Range{Filename: filepath.Join(w.display, filepath.FromSlash(rel))},
+		})
+		return
+	}
+	sum := sha256.Sum256([]byte(target))
+	w.files = append(w.files, File{Path: rel, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(target)), Mode: ModeSymlink, Link: target})
+}

@@ -1,0 +1,141 @@
+package dataset
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// LoadOptions tune dataset loading. The zero value is ready to use.
+type LoadOptions struct {
+	// Workers bounds the goroutines that read and hash task folders;
+	// 0 means GOMAXPROCS.
+	Workers int
+	// Files, when not nil, receives the source of every file a diagnostic
+	// points into (task.toml files; JSONL files up to 4 MiB), keyed by the
+	// diagnostic's filename, so the caller can print snippets. Only the
+	// calling goroutine writes to it.
+	Files map[string]*hcl.File
+}
+
+// remotePrefixes are the dataset sources SPEC §1 names that need a
+// download. None is read yet.
+var remotePrefixes = []string{"harbor:", "hf:", "swebench:"}
+
+// Load reads the dataset named by source, relative to baseDir unless
+// absolute: a folder of Harbor task directories (LoadDir) or a *.jsonl file
+// (LoadJSONL). Diagnostic filenames start with source as written, so they
+// read relative to baseDir. Diagnostics about source itself (remote, missing,
+// of an unknown kind) have no Subject: the caller attaches the range of the
+// attribute that set it.
+func Load(source, baseDir string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
+	for _, p := range remotePrefixes {
+		if strings.HasPrefix(source, p) {
+			return nil, hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Remote datasets are not supported yet",
+				Detail: fmt.Sprintf("%q names a remote dataset; this version of hemra reads local folders of Harbor tasks and local .jsonl files only. "+
+					"Download the dataset and set source to its folder.", source),
+			}}
+		}
+	}
+	if source == "" {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Empty dataset source",
+			Detail:   "Set source to a folder of Harbor tasks (\"./tasks\") or a JSONL file (\"./inputs.jsonl\").",
+		}}
+	}
+	full := source
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(baseDir, source)
+	}
+	display := filepath.Clean(source)
+	fi, err := os.Stat(full)
+	if err != nil {
+		detail := fmt.Sprintf("Cannot read %s: %v.", display, pathErrReason(err))
+		if os.IsNotExist(err) {
+			detail = fmt.Sprintf("There is no file or folder %s (looked in %s).", display, full)
+		}
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Dataset source not found", Detail: detail}}
+	}
+	switch {
+	case fi.IsDir():
+		return loadDir(full, display, opts)
+	case strings.HasSuffix(strings.ToLower(full), ".jsonl"):
+		return loadJSONL(full, display, opts)
+	}
+	return nil, hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Unsupported dataset source",
+		Detail:   fmt.Sprintf("%s is a file but not a .jsonl file. A dataset is a folder of Harbor task directories or a JSONL file of inputs.", display),
+	}}
+}
+
+// pathErrReason drops the path from an *os.PathError: diagnostics name the
+// file themselves.
+func pathErrReason(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// Select keeps the tasks whose name matches at least one include pattern
+// (all tasks when include is empty) and no exclude pattern. Patterns are
+// path.Match globs; a malformed pattern matches nothing (check patterns with
+// CheckPattern first). The order of tasks is kept.
+func Select(tasks []*Task, include, exclude []string) []*Task {
+	out := make([]*Task, 0, len(tasks))
+	for _, t := range tasks {
+		if len(include) > 0 && !matchAny(include, t.Name) {
+			continue
+		}
+		if matchAny(exclude, t.Name) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckPattern reports whether p is a well-formed include/exclude glob.
+func CheckPattern(p string) error {
+	if _, err := path.Match(p, ""); err != nil {
+		return fmt.Errorf("%q is not a valid glob pattern (use *, ? and [a-z] as in path.Match)", p)
+	}
+	return nil
+}
+
+// checkTaskName refuses names that cannot be part of an attempt address
+// (eval/harness/task#n).
+func checkTaskName(name string) string {
+	if name == "" {
+		return "a task name must not be empty"
+	}
+	if strings.TrimSpace(name) != name {
+		return fmt.Sprintf("task name %q starts or ends with white space", name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("task name %q holds a control character", name)
+		}
+		if r == '#' {
+			return fmt.Sprintf("task name %q holds '#', which separates the repetition in an attempt address", name)
+		}
+	}
+	return ""
+}

