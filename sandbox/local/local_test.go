@@ -394,3 +394,22 @@ func TestSnapshotRestoresIntoAFreshWorkspace(t *testing.T) {
 		t.Errorf("restored in place: hello.txt = %q", b)
 	}
 }
+
+func TestOutputCanBeReadAfterWait(t *testing.T) {
+	inst := start(t, sandbox.Spec{})
+	proc, err := inst.Exec(context.Background(), sh("echo out; echo err >&2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := proc.Wait(); code != 0 || err != nil {
+		t.Fatal(code, err)
+	}
+	// Longer than the linger: a stream whose writers are gone stays
+	// readable until it is drained.
+	time.Sleep(300 * time.Millisecond)
+	out, _ := io.ReadAll(proc.Stdout())
+	errb, _ := io.ReadAll(proc.Stderr())
+	if string(out) != "out\n" || string(errb) != "err\n" {
+		t.Fatalf("stdout %q stderr %q", out, errb)
+	}
+}

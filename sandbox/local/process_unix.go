@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hemra-dev/hemra/sandbox"
 )
 
@@ -202,8 +204,9 @@ func exitCode(cmd *exec.Cmd, err error) (int, error) {
 	return ws.ExitStatus(), nil
 }
 
-// pipeReader is the read end of a command's stdout or stderr. Closing it
-// under a blocked reader (see closeWhenQuiet) reads as the end.
+// pipeReader is the read end of a command's stdout or stderr. It closes
+// itself at the end of the stream; closing it under a blocked reader (see
+// closeWhenQuiet) reads as the end.
 type pipeReader struct {
 	f       *os.File
 	n       atomic.Int64
@@ -219,7 +222,10 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 	n, err := r.f.Read(b)
 	r.n.Add(int64(n))
 	if err != nil {
-		r.endOnce.Do(func() { close(r.ended) })
+		r.endOnce.Do(func() {
+			close(r.ended)
+			r.f.Close()
+		})
 		if errors.Is(err, os.ErrClosed) {
 			err = io.EOF
 		}
@@ -230,40 +236,49 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 // Close closes the read end early (a consumer that gives up).
 func (r *pipeReader) Close() error { return r.f.Close() }
 
-// closeWhenQuiet closes the streams once both ended, or once nothing was
-// read from them for a whole linger period, or after maxLinger: by then
-// the process group is dead, so only an escaped descendant could be
-// holding them open.
-func closeWhenQuiet(linger time.Duration, rs ...*pipeReader) {
-	defer func() {
-		for _, r := range rs {
-			r.f.Close()
-		}
-	}()
-	read := func() (n int64) {
-		for _, r := range rs {
-			n += r.n.Load()
-		}
-		return n
+// writersGone reports whether every write end of the pipe is closed
+// (POLLHUP), without consuming what is still buffered in it.
+func (r *pipeReader) writersGone() bool {
+	rc, err := r.f.SyscallConn()
+	if err != nil {
+		return true
 	}
+	hup := false
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		hup = err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+	})
+	return err != nil || hup
+}
+
+// closeWhenQuiet runs once the process group is gone. A stream whose
+// writers are all gone is left alone: its reader drains what is buffered
+// and sees the end. A stream still held open can only be held by a
+// process that left the group (setsid); it is closed once nothing was
+// read from it for a whole linger period, or after maxLinger.
+func closeWhenQuiet(linger time.Duration, rs ...*pipeReader) {
 	limit := time.NewTimer(maxLinger)
 	defer limit.Stop()
 	for _, r := range rs {
-		last := read()
-		for {
+		last := r.n.Load()
+		for !r.writersGone() {
 			quiet := time.NewTimer(linger)
 			select {
 			case <-r.ended:
 				quiet.Stop()
 			case <-limit.C:
 				quiet.Stop()
+				for _, r := range rs {
+					r.f.Close()
+				}
 				return
 			case <-quiet.C:
-				if now := read(); now != last {
+				if now := r.n.Load(); now != last {
 					last = now
 					continue
 				}
-				return
+				r.f.Close()
 			}
 			break
 		}
