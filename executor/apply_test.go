@@ -67,7 +67,9 @@ type env struct {
 	t     testing.TB
 	dir   string
 	store string
-	vars  map[string]string
+	vars  map[string]string // the operator's environment
+	hcl   []string          // -var NAME=VALUE
+	opts  executor.Options  // Providers, Env and Events are filled in
 }
 
 func newEnv(t testing.TB, dir string) *env {
@@ -77,7 +79,7 @@ func newEnv(t testing.TB, dir string) *env {
 // plan loads the config and plans against the store, as hemra plan does.
 func (e *env) plan() (*planner.Plan, *config.Config) {
 	e.t.Helper()
-	cfg, diags := config.Load(e.dir, config.LoadOptions{})
+	cfg, diags := config.Load(e.dir, config.LoadOptions{Vars: e.hcl})
 	if diags.HasErrors() {
 		e.t.Fatalf("config: %v", diags)
 	}
@@ -112,12 +114,12 @@ func (e *env) apply(ctx context.Context, parallelism int) (*executor.Report, *ev
 		e.t.Fatal(err)
 	}
 	log := &eventLog{}
-	rep, err := executor.Apply(ctx, plan, cfg, st, executor.Options{
-		Parallelism: parallelism,
-		Providers:   map[string]sandbox.Provider{"local": local.New()},
-		Env:         func(n string) (string, bool) { v, ok := e.vars[n]; return v, ok },
-		Events:      log.add,
-	})
+	opts := e.opts
+	opts.Parallelism = parallelism
+	opts.Providers = map[string]sandbox.Provider{"local": local.New()}
+	opts.Env = func(n string) (string, bool) { v, ok := e.vars[n]; return v, ok }
+	opts.Events = log.add
+	rep, err := executor.Apply(ctx, plan, cfg, st, opts)
 	if err != nil {
 		e.t.Fatalf("apply: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // stores each as a blob. Only regular files count; anything else is left
 // out and noted on the attempt. A quota overrun is the harness's error.
 func (a *attemptRun) storeArtifacts(dir string) error {
-	set, err := protocol.CollectArtifacts(dir, protocol.ArtifactLimits{})
+	set, err := protocol.CollectArtifacts(dir, a.e.opts.Artifacts)
 	if err != nil {
 		var ae *protocol.ArtifactError
 		if errors.As(err, &ae) {

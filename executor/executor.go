@@ -15,6 +15,7 @@ import (
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -36,6 +37,13 @@ type Options struct {
 	// Trace, when set, receives every protocol line in both directions
 	// (hemra harness check).
 	Trace io.Writer
+	// Protocol overrides the protocol's limits (handshake timeout, cancel
+	// grace, line and event sizes); zero values keep SPEC §7's defaults.
+	// Its Deadline, EventLog and Trace are set per attempt.
+	Protocol protocol.Options
+	// Artifacts overrides the artifact quotas; zero values keep the
+	// defaults.
+	Artifacts protocol.ArtifactLimits
 }
 
 // Report is what an apply did.

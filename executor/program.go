@@ -43,11 +43,13 @@ func (a *attemptRun) startMessage(p sandbox.Paths, deadline time.Duration) *prot
 func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) error {
 	p := inst.Paths()
 	deadline := a.j.agentDeadline()
+	opts := a.e.opts.Protocol
+	opts.Deadline, opts.EventLog, opts.Trace = deadline, a.log, a.e.opts.Trace
 	o := protocol.Exec(ctx, inst, sandbox.ExecRequest{
 		Command: a.j.harness.Command,
 		Env:     mergeEnv(pathEnv(p), a.j.env),
 		Dir:     p.Workdir,
-	}, a.startMessage(p, deadline), protocol.Options{Deadline: deadline, EventLog: a.log, Trace: a.e.opts.Trace})
+	}, a.startMessage(p, deadline), opts)
 	o.Record(a.out)
 	a.agentOutput = a.out.AgentResult
 	if o.Result != nil && o.Result.Status == wire.StatusError && o.Class == "" {
