@@ -99,7 +99,11 @@ type eventLog struct {
 	events []executor.Event
 }
 
-func (l *eventLog) add(ev executor.Event) { l.mu.Lock(); l.events = append(l.events, ev); l.mu.Unlock() }
+func (l *eventLog) add(ev executor.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, ev)
+	l.mu.Unlock()
+}
 
 // apply plans and applies with the local provider.
 func (e *env) apply(ctx context.Context, parallelism int) (*executor.Report, *eventLog) {
