@@ -1,25 +1,392 @@
 package main
 
+// Output rules for `hemra state`:
+//   - every subcommand is a reader: it works while an apply runs and never
+//     creates the store;
+//   - results go to stdout, hints ("no state yet") to stderr, so that
+//     `hemra state list | ...` only ever sees addresses;
+//   - -json prints one indented JSON document with a format_version;
+//   - times are shown in local time with their zone; -json has RFC 3339.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// stateJSONVersion is the format_version of `hemra state ... -json`.
+const stateJSONVersion = 1
+
 // StateCmd groups `hemra state` subcommands.
 type StateCmd struct {
-	List StateListCmd `cmd:"" help:"List attempt addresses in the state, optionally matching a glob."`
-	Show StateShowCmd `cmd:"" help:"Show one attempt's record and manifest."`
+	List  StateListCmd  `cmd:"" help:"List attempt addresses in the state, optionally matching a glob."`
+	Show  StateShowCmd  `cmd:"" help:"Show one attempt's record and manifest."`
+	Check StateCheckCmd `cmd:"" help:"Check the store for inconsistencies and orphan blobs."`
 }
 
 // StateListCmd is `hemra state list`.
 type StateListCmd struct {
-	Glob string `arg:"" optional:"" help:"Address glob, e.g. 'baseline/agent/*'."`
+	Glob string `arg:"" optional:"" help:"Address, prefix or glob, as for -target: 'baseline/agent/*', 'baseline', '*/oracle'."`
+	JSON bool   `name:"json" help:"Print JSON."`
 }
 
-func (c *StateListCmd) Help() string { return "Example:\n\n  hemra state list 'baseline/*'" }
+func (c *StateListCmd) Help() string {
+	return `Lists the address of every attempt recorded in the state, sorted, with its
+current attempt's status and class. A pattern selects addresses as -target does.
 
-func (c *StateListCmd) Run(g *Globals) error { return errNotImplemented }
+Examples:
+
+  hemra state list
+  hemra state list 'baseline/agent/*'
+  hemra state list baseline -json`
+}
+
+type stateListEntry struct {
+	Address   string       `json:"address"`
+	AttemptID string       `json:"attempt_id"`
+	Status    state.Status `json:"status"`
+	Class     state.Class  `json:"class,omitempty"`
+}
+
+func (c *StateListCmd) Run(g *Globals) error {
+	if c.Glob != "" {
+		if _, err := path.Match(c.Glob, ""); err != nil {
+			return fmt.Errorf("pattern %q: %v", c.Glob, err)
+		}
+	}
+	store, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		return err
+	}
+	var list []stateListEntry
+	err = store.ForEachCurrent(func(addr string, cur state.Current) error {
+		if c.Glob == "" || planner.MatchAddress(c.Glob, addr) {
+			list = append(list, stateListEntry{Address: addr, AttemptID: cur.AttemptID, Status: cur.Status, Class: cur.Class})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The store keeps addresses in byte order; sort again in case that ever
+	// differs from string order.
+	sort.Slice(list, func(i, j int) bool { return list[i].Address < list[j].Address })
+	if c.JSON {
+		if list == nil {
+			list = []stateListEntry{}
+		}
+		return writeJSON(g.Stdout, map[string]any{"format_version": stateJSONVersion, "attempts": list})
+	}
+	if len(list) == 0 {
+		if c.Glob != "" {
+			fmt.Fprintf(g.Stderr, "No address in the state matches %q.\n", c.Glob)
+		} else {
+			fmt.Fprintf(g.Stderr, "No attempts recorded in %s yet. Run hemra apply.\n", g.StorePath())
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
+	for _, e := range list {
+		class := string(e.Class)
+		if class == "" {
+			class = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Address, e.Status, class)
+	}
+	return tw.Flush()
+}
 
 // StateShowCmd is `hemra state show`.
 type StateShowCmd struct {
-	Address string `arg:"" help:"Attempt address, e.g. baseline/agent/hello-world#1."`
+	Address string `arg:"" help:"Attempt address (its current attempt), e.g. baseline/agent/hello-world#1, or an attempt id."`
+	JSON    bool   `name:"json" help:"Print the whole record as JSON."`
 }
 
-func (c *StateShowCmd) Help() string { return "Example:\n\n  hemra state show baseline/agent/hello-world#1" }
+func (c *StateShowCmd) Help() string {
+	return `Shows the record of an address's current attempt (or of any attempt, by id):
+status transitions with times, outcome, and the manifest, that is every
+fingerprint with the inputs behind it, the images, the sandbox settings and
+loosenings it ran with, and the names of its environment variables.
 
-func (c *StateShowCmd) Run(g *Globals) error { return errNotImplemented }
+Examples:
+
+  hemra state show baseline/agent/hello-world#1
+  hemra state show -json baseline/agent/hello-world#1 | jq .attempt.manifest`
+}
+
+// stateShowJSON is the -json document of `hemra state show`.
+type stateShowJSON struct {
+	FormatVersion int            `json:"format_version"`
+	Attempt       *state.Attempt `json:"attempt"`
+	// Current is true when the attempt is its address's current one.
+	Current bool `json:"current"`
+	// History is every attempt id recorded at the address, oldest first.
+	History []string `json:"history"`
+}
+
+func (c *StateShowCmd) Run(g *Globals) error {
+	store, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		return err
+	}
+	var doc stateShowJSON
+	err = store.View(func(v *state.View) error {
+		a, err := v.CurrentAttempt(c.Address)
+		if errors.Is(err, state.ErrNotFound) && !strings.ContainsAny(c.Address, "/#") {
+			a, err = v.Attempt(c.Address)
+		}
+		if err != nil {
+			return err
+		}
+		doc.Attempt = a
+		history, err := v.History(a.Address)
+		if err != nil {
+			return err
+		}
+		for _, h := range history {
+			doc.History = append(doc.History, h.ID)
+		}
+		cur, ok, err := v.Current(a.Address)
+		doc.Current = ok && cur.AttemptID == a.ID
+		return err
+	})
+	if errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("no attempt %q in %s.\nhemra state list shows the addresses", c.Address, g.StorePath())
+	}
+	if err != nil {
+		return err
+	}
+	doc.FormatVersion = stateJSONVersion
+	if c.JSON {
+		return writeJSON(g.Stdout, doc)
+	}
+	return renderAttemptRecord(g.Stdout, &doc)
+}
+
+// renderAttemptRecord prints an attempt's record in sections, each a list
+// of aligned "name  value" lines.
+func renderAttemptRecord(w io.Writer, doc *stateShowJSON) error {
+	a := doc.Attempt
+	m := a.Manifest
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(name, format string, args ...any) { fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{name}, args...)...) }
+	flush := func() { _ = tw.Flush() }
+
+	fmt.Fprintf(tw, "Attempt %s\n", a.Address)
+	line("id", "%s", a.ID)
+	if a.RunID != "" {
+		line("run", "%s", a.RunID)
+	}
+	line("status", "%s", a.Status())
+	if o := a.Outcome; o != nil {
+		if o.Class != "" {
+			line("class", "%s", o.Class)
+		}
+		if o.Reward != nil {
+			line("reward", "%g", *o.Reward)
+		}
+		if !o.StartedAt.IsZero() {
+			line("started", "%s", stateTime(o.StartedAt))
+		}
+		if !o.FinishedAt.IsZero() {
+			line("finished", "%s (%s)", stateTime(o.FinishedAt), o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond))
+		}
+		if o.Error != "" {
+			line("error", "%s", stateFirstLine(o.Error))
+		}
+	}
+	switch {
+	case !doc.Current:
+		line("history", "not the current attempt; %d recorded at this address", len(doc.History))
+	case len(doc.History) > 1:
+		line("history", "current; %d earlier attempts: %s", len(doc.History)-1, strings.Join(doc.History[:len(doc.History)-1], ", "))
+	default:
+		line("history", "current; the only attempt at this address")
+	}
+	flush()
+
+	fmt.Fprintf(tw, "\nManifest\n")
+	line("eval", "%s", m.Eval)
+	line("harness", "%s", m.Harness)
+	line("task", "%s", m.Task)
+	line("repetition", "%d", m.Repetition)
+	line("agent fingerprint", "%s", stateOrDash(m.AgentFingerprint))
+	line("verify fingerprint", "%s", stateOrDash(m.VerifyFingerprint))
+	line("judge fingerprint", "%s", stateOrDash(m.JudgeFingerprint))
+	if m.ReusedAgentFrom != "" {
+		line("agent reused from", "%s", m.ReusedAgentFrom)
+	}
+	line("sandbox", "%s", stateOrDash(m.Sandbox.Kind))
+	if len(m.Sandbox.Settings) > 0 {
+		line("settings", "%s", m.Sandbox.Settings)
+	}
+	line("loosenings", "%s", joinOr(m.Sandbox.Loosenings, "none"))
+	line("required", "%s", joinOr(m.Sandbox.Required, "none"))
+	line("offered", "%s", joinOr(m.Sandbox.Offered, "none"))
+	refs := make([]string, 0, len(m.Images))
+	for ref := range m.Images {
+		refs = append(refs, ref)
+	}
+	sort.Strings(refs)
+	for _, ref := range refs {
+		line("image", "%s => %s", ref, m.Images[ref])
+	}
+	line("env names", "%s", joinOr(m.EnvNames, "none"))
+	flush()
+
+	if len(m.Inputs) > 0 {
+		fmt.Fprintf(tw, "\nInputs\n")
+		for _, in := range m.Inputs {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", in.Stage, in.Path, in.Value)
+		}
+		flush()
+	}
+
+	fmt.Fprintf(tw, "\nTransitions\n")
+	if len(a.Transitions) == 0 {
+		fmt.Fprintf(tw, "  (none: the attempt has not started)\n")
+	}
+	for _, t := range a.Transitions {
+		if t.Note == "" {
+			fmt.Fprintf(tw, "  %s\t%s\n", stateTime(t.At), t.Status)
+		} else {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", stateTime(t.At), t.Status, t.Note)
+		}
+	}
+	flush()
+
+	if o := a.Outcome; o != nil {
+		fmt.Fprintf(tw, "\nOutcome\n")
+		if len(o.Rewards) > 0 {
+			keys := make([]string, 0, len(o.Rewards))
+			for k := range o.Rewards {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				line("reward."+k, "%g", o.Rewards[k])
+			}
+		}
+		if o.AgentExit != 0 {
+			line("agent exit", "%d", o.AgentExit)
+		}
+		names := make([]string, 0, len(o.Judges))
+		for n := range o.Judges {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			j := o.Judges[n]
+			s := fmt.Sprintf("%g", j.Score)
+			if j.Model != "" {
+				s += " (" + j.Model + ")"
+			}
+			if j.Error != "" {
+				s += " error: " + stateFirstLine(j.Error)
+			}
+			line("judge "+n, "%s", s)
+		}
+		if o.EventsLog != "" {
+			line("events", "%s (%d events)", o.EventsLog, o.EventCount)
+		}
+		if o.Snapshot != "" {
+			line("snapshot", "%s", o.Snapshot)
+		}
+		for _, art := range o.Artifacts {
+			line("artifact", "%s  %d bytes  sha256:%s", art.Path, art.Size, art.SHA256)
+		}
+		flush()
+		if tail := strings.TrimRight(o.StderrTail, "\n"); tail != "" {
+			fmt.Fprintf(w, "\nStderr (tail)\n")
+			for _, l := range strings.Split(tail, "\n") {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
+	return nil
+}
+
+func stateTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000 MST") }
+
+func stateOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func joinOr(items []string, none string) string {
+	if len(items) == 0 {
+		return none
+	}
+	return strings.Join(items, ", ")
+}
+
+func stateFirstLine(s string) string {
+	first, rest, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if rest != "" {
+		first += " ..."
+	}
+	return first
+}
+
+// StateCheckCmd is `hemra state check`.
+type StateCheckCmd struct {
+	JSON bool `name:"json" help:"Print JSON."`
+}
+
+func (c *StateCheckCmd) Help() string {
+	return `Reads the whole store and reports inconsistencies: a record naming a missing
+blob or attempt, a blob whose content does not match its hash, an index out of
+step with the records. Orphan blobs (stored, named by no record: what a crash
+between storing a blob and recording it leaves) are listed too; they are
+harmless. Exit status 1 when there is an inconsistency.
+
+Example:
+
+  hemra state check`
+}
+
+func (c *StateCheckCmd) Run(g *Globals) error {
+	store, err := state.Open(g.StorePath(), state.Options{})
+	if err != nil {
+		return err
+	}
+	rep, err := store.Check()
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if err := writeJSON(g.Stdout, map[string]any{"format_version": stateJSONVersion, "check": rep}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.Stdout, "%d attempts at %d addresses, %d blobs.\n", rep.Attempts, rep.Addresses, rep.Blobs)
+		if len(rep.OrphanBlobs) > 0 {
+			fmt.Fprintf(g.Stdout, "\n%d orphan files (harmless; no record names them):\n", len(rep.OrphanBlobs))
+			for _, o := range rep.OrphanBlobs {
+				fmt.Fprintf(g.Stdout, "  %s\n", o)
+			}
+		}
+		if len(rep.Problems) > 0 {
+			fmt.Fprintf(g.Stdout, "\n%d inconsistencies:\n", len(rep.Problems))
+			for _, p := range rep.Problems {
+				fmt.Fprintf(g.Stdout, "  %s\n", p)
+			}
+		} else {
+			fmt.Fprintln(g.Stdout, "No inconsistencies.")
+		}
+	}
+	if len(rep.Problems) > 0 {
+		return exitError(1)
+	}
+	return nil
+}
