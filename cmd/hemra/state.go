@@ -177,7 +177,9 @@ func renderAttemptRecord(w io.Writer, doc *stateShowJSON) error {
 	a := doc.Attempt
 	m := a.Manifest
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	line := func(name, format string, args ...any) { fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{name}, args...)...) }
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{name}, args...)...)
+	}
 	flush := func() { _ = tw.Flush() }
 
 	fmt.Fprintf(tw, "Attempt %s\n", a.Address)
