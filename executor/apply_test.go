@@ -70,6 +70,8 @@ type env struct {
 	vars  map[string]string // the operator's environment
 	hcl   []string          // -var NAME=VALUE
 	opts  executor.Options  // Providers, Env and Events are filled in
+	// onEvent, when set, sees every progress event too.
+	onEvent func(executor.Event)
 }
 
 func newEnv(t testing.TB, dir string) *env {
@@ -122,7 +124,12 @@ func (e *env) apply(ctx context.Context, parallelism int) (*executor.Report, *ev
 	opts.Parallelism = parallelism
 	opts.Providers = map[string]sandbox.Provider{"local": local.New()}
 	opts.Env = func(n string) (string, bool) { v, ok := e.vars[n]; return v, ok }
-	opts.Events = log.add
+	opts.Events = func(ev executor.Event) {
+		log.add(ev)
+		if e.onEvent != nil {
+			e.onEvent(ev)
+		}
+	}
 	rep, err := executor.Apply(ctx, plan, cfg, st, opts)
 	if err != nil {
 		e.t.Fatalf("apply: %v", err)
