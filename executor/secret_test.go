@@ -58,8 +58,8 @@ if [ "$API_KEY" = "$(cat "$1")" ]; then echo hello > "$HEMRA_WORKDIR/hello.txt";
 echo '{"type":"event","kind":"log","data":{"level":"info","message":"checked the key"}}'
 echo '{"type":"result","status":"ok","output":"done"}'
 `,
-		"expected": secret,
-		"tasks/hello/task.toml": "[verifier.env]\nTOKEN = \"${JUDGE_KEY}\"\n",
+		"expected":                   secret,
+		"tasks/hello/task.toml":      "[verifier.env]\nTOKEN = \"${JUDGE_KEY}\"\n",
 		"tasks/hello/instruction.md": "Write hello to hello.txt.\n",
 		"tasks/hello/tests/test.sh": `LOGS="$HEMRA_VERIFIER_LOGS"
 if [ "$TOKEN" = "$(cat "$EXPECTED")" ] && [ "$(cat "$HEMRA_WORKDIR/hello.txt")" = hello ]; then echo 1 > "$LOGS/reward.txt"; else echo 0 > "$LOGS/reward.txt"; fi
