@@ -176,6 +176,7 @@ func sourceWords(src string) string {
 
 // renderSummaryList lists addresses by action only (-summary).
 func renderSummaryList(ew *errWriter, p *Plan, paint func(string, string) string) {
+	first := true
 	for _, l := range legend {
 		for _, act := range l.actions {
 			var addrs []string
@@ -187,11 +188,14 @@ func renderSummaryList(ew *errWriter, p *Plan, paint func(string, string) string
 			if len(addrs) == 0 {
 				continue
 			}
+			if !first {
+				ew.printf("\n")
+			}
+			first = false
 			ew.printf("%s (%d):\n", actionTitle(act), len(addrs))
 			for _, addr := range addrs {
 				ew.printf("  %s %s\n", paint(actionColor(act), fmt.Sprintf("%-3s", act.Symbol())), addr)
 			}
-			ew.printf("\n")
 		}
 	}
 }

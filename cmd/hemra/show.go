@@ -1,6 +1,9 @@
 package main
 
-import "os"
+import (
+	"os"
+	"path/filepath"
+)
 
 // ShowCmd is `hemra show`: a saved plan file, an attempt, a run, or the
 // latest results per eval × harness.
@@ -19,8 +22,12 @@ func (c *ShowCmd) Help() string {
 
 func (c *ShowCmd) Run(g *Globals) error {
 	if c.Path != "" {
-		if st, err := os.Stat(c.Path); err == nil && !st.IsDir() {
-			return c.showPlanFile(g)
+		// A file, relative to the working directory or (with -chdir) to
+		// the eval directory, is a saved plan.
+		for _, p := range []string{c.Path, filepath.Join(g.Dir, c.Path)} {
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				return c.showPlanFile(g)
+			}
 		}
 	}
 	return c.showResults(g)

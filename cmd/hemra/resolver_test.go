@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hemra-dev/hemra/planner"
+)
+
+// Scripts that test image resolution set HEMRA_TEST_FAKE_DIGESTS to
+// "ref=digest;ref=digest" and get this resolver instead of Docker's. It
+// exists only in the test binary.
+func init() {
+	spec, ok := os.LookupEnv("HEMRA_TEST_FAKE_DIGESTS")
+	if !ok {
+		return
+	}
+	known := map[string]string{}
+	for _, kv := range strings.Split(spec, ";") {
+		if ref, digest, ok := strings.Cut(kv, "="); ok {
+			known[strings.TrimSpace(ref)] = strings.TrimSpace(digest)
+		}
+	}
+	liveResolver = func(*Globals) (planner.ImageResolver, error) { return fakeResolver(known), nil }
+}
+
+type fakeResolver map[string]string
+
+func (f fakeResolver) Resolve(_ context.Context, ref string) (string, error) {
+	if d, ok := f[ref]; ok {
+		return d, nil
+	}
+	return "", fmt.Errorf("manifest unknown: %s (test registry)", ref)
+}
