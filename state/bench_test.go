@@ -172,3 +172,57 @@ func statetestAttempt() *state.Attempt {
 	a.Transitions, a.Outcome = nil, nil
 	return a
 }
+
+// BenchmarkReadDuringWrites is a reader walking 10,000 current summaries
+// while 8 goroutines write without pause (each write waits for its batch):
+// compare with BenchmarkReadIdle for what a busy apply costs a plan.
+func BenchmarkReadDuringWrites(b *testing.B) { benchRead(b, true) }
+
+// BenchmarkReadIdle is BenchmarkReadDuringWrites without the writes.
+func BenchmarkReadIdle(b *testing.B) { benchRead(b, false) }
+
+func benchRead(b *testing.B, busy bool) {
+	dir := loadStore(b, 10000)
+	w, err := state.Open(dir, state.Options{Writer: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	var ids []string
+	_ = w.ForEachCurrent(func(_ string, c state.Current) error { ids = append(ids, c.AttemptID); return nil })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if busy {
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := w.SetSnapshotKept(ids[(g*1000+i)%len(ids)], i%2 == 0); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	r, err := state.Open(dir, state.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, _ := r.Meta()
+	for b.Loop() {
+		if err := r.ForEachCurrent(func(string, state.Current) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	after, _ := r.Meta()
+	b.ReportMetric(float64(after.Serial-before.Serial)/b.Elapsed().Seconds(), "batches/s")
+}

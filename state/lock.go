@@ -109,10 +109,9 @@ func readLockHolder(path string) *ErrLocked {
 }
 
 // pollFlock takes a flock on f, shared or exclusive, retrying every
-// millisecond until timeout. bbolt's own flock retries every 50 ms, which
-// would let a reader miss the short gaps between a busy writer's batches;
-// taking the lock here first (bbolt's later flock on the same descriptor is
-// then a no-op) keeps readers waiting no longer than one batch.
+// millisecond at most until timeout. bbolt's own flock retries every 50 ms,
+// which would let a waiting reader or writer miss its turn; taking the lock
+// here first makes bbolt's later flock on the same descriptor a no-op.
 func pollFlock(f *os.File, exclusive bool, timeout time.Duration) error {
 	how := syscall.LOCK_SH
 	if exclusive {

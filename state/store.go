@@ -73,6 +73,7 @@ var ErrClosed = errors.New("the state is closed")
 const (
 	dbFile             = "state.db"
 	lockFile           = "writer.lock"
+	gateFile           = "state.gate"
 	blobsDir           = "blobs"
 	eventsDir          = "events"
 	workDir            = "work"
@@ -117,6 +118,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lock = lock
+	if err := ensureFile(filepath.Join(dir, gateFile)); err != nil {
+		releaseWriterLock(lock)
+		return nil, fmt.Errorf("creating the store: %w", err)
+	}
 	for _, sub := range []string{filepath.Join(blobsDir, "sha256"), eventsDir, workDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			releaseWriterLock(lock)
@@ -204,7 +209,7 @@ func (s *Store) openDB(write bool) (*bolt.DB, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := pollFlock(f, write, timeout); err != nil {
+			if err := s.lockDB(f, write, timeout); err != nil {
 				f.Close()
 				return nil, err
 			}
@@ -218,6 +223,23 @@ func (s *Store) openDB(write bool) (*bolt.DB, error) {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	return db, err
+}
+
+// lockDB takes state.db's flock (shared to read, exclusive to write)
+// through the gate: whoever waits for state.db holds the gate while it
+// waits, so a stream of readers cannot starve the writer's next batch, nor
+// a stream of batches a reader. The gate is held only until state.db's
+// lock is taken. A store without a gate file yet (a writer creates it)
+// goes without.
+func (s *Store) lockDB(f *os.File, exclusive bool, timeout time.Duration) error {
+	gate, err := os.OpenFile(filepath.Join(s.dir, gateFile), os.O_RDONLY, 0)
+	if err == nil {
+		defer gate.Close() // closing lets go of the gate
+		if err := pollFlock(gate, true, timeout); err != nil {
+			return err
+		}
+	}
+	return pollFlock(f, exclusive, timeout)
 }
 
 // initDB creates or upgrades state.db. Only a writer calls it.
@@ -314,4 +336,12 @@ func bumpSerial(tx *bolt.Tx) error {
 		return err
 	}
 	return putUint64(meta, keySerial, serial+1)
+}
+
+func ensureFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

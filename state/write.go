@@ -12,9 +12,10 @@ import (
 )
 
 // Writes go through one goroutine that commits them in batches: each batch
-// is one bbolt transaction (with the serial bumped once), opened and closed
-// around the transaction so that readers in other processes can open
-// state.db between batches. A write call returns once its batch is durable.
+// is one bbolt transaction (with the serial bumped once), with state.db
+// opened and closed around it so that readers in other processes can open
+// it between batches (see lockDB for the turns they take). A write call
+// returns once its batch is durable.
 
 // writeReq is one write waiting for its batch.
 type writeReq struct {
@@ -22,15 +23,8 @@ type writeReq struct {
 	done chan error
 }
 
-const (
-	// batchGap is how long state.db stays closed after a batch before the
-	// next one opens it, so that readers waiting for it get their turn
-	// even while writes arrive without pause. Writes that arrive meanwhile
-	// join the next batch.
-	batchGap = 2 * time.Millisecond
-	// maxBatch bounds the writes in one transaction.
-	maxBatch = 1000
-)
+// maxBatch bounds the writes in one transaction.
+const maxBatch = 1000
 
 // update queues fn for the next batch and waits until it is committed. fn
 // may run more than once (a batch whose other write failed is retried
@@ -50,38 +44,25 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	return <-req.done
 }
 
+// commitLoop commits what is queued as one batch, then the next: writes
+// that arrive while a batch commits share the following one.
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
-	var lastClose time.Time
 	for first := range s.reqs {
 		batch := []*writeReq{first}
-		gap := time.NewTimer(time.Until(lastClose.Add(batchGap)))
-	collect:
+	drain:
 		for len(batch) < maxBatch {
 			select {
 			case r, ok := <-s.reqs:
 				if !ok {
-					break collect
+					break drain
 				}
 				batch = append(batch, r)
-			case <-gap.C:
-				// Take what is already queued, then commit.
-				for len(batch) < maxBatch {
-					select {
-					case r, ok := <-s.reqs:
-						if !ok {
-							break collect
-						}
-						batch = append(batch, r)
-					default:
-						break collect
-					}
-				}
+			default:
+				break drain
 			}
 		}
-		gap.Stop()
 		s.commit(batch)
-		lastClose = time.Now()
 	}
 }
 
