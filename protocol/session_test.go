@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,5 +380,27 @@ func TestStartFailureIsInfraError(t *testing.T) {
 	o := protocol.Exec(context.Background(), inst, sandbox.ExecRequest{Command: []string{"no-such-harness-xyz"}}, &protocol.StartMessage{}, quick)
 	if o.Class != state.ClassInfraError || !strings.Contains(o.Error, "no-such-harness-xyz: not found in PATH") {
 		t.Fatalf("class %q: %s", o.Class, o.Error)
+	}
+}
+
+// TestEveryGoroutineEnds runs misbehaving sessions back to back and checks
+// that nothing they started is left running in hemra afterwards.
+func TestEveryGoroutineEnds(t *testing.T) {
+	before := runtime.NumGoroutine()
+	opts := quick
+	opts.HandshakeTimeout = 200 * time.Millisecond
+	opts.MaxEventBytes = 256 << 10
+	for _, name := range []string{"silent", "flood", "longline", "ignorecancel", "forker", "badjson"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		runHarness(t, ctx, name, nil, opts)
+		cancel()
+	}
+	// Bounded wait: streams close at most a linger after their group dies.
+	for i := 0; i < 100 && runtime.NumGoroutine() > before; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
