@@ -59,12 +59,16 @@ func (s *Store) Check() (*CheckReport, error) {
 				problem("attempts/%s: status %s but not in the open index", id, a.Status())
 			}
 			for _, in := range a.Manifest.Inputs {
-				if in.Blob != "" {
+				if ValidSHA256(in.Blob) {
 					named[in.Blob] = fmt.Sprintf("attempt %s input %s", id, in.Path)
 				}
 			}
 			if a.Outcome != nil {
 				for _, art := range a.Outcome.Artifacts {
+					if !ValidSHA256(art.SHA256) {
+						problem("attempts/%s: artifact %s has no valid SHA-256 (%q)", id, art.Path, art.SHA256)
+						continue
+					}
 					named[art.SHA256] = fmt.Sprintf("attempt %s artifact %s", id, art.Path)
 				}
 			}
