@@ -446,14 +446,14 @@ loop:
 		}
 	}
 
-	if !s.resultSeen && !s.failed {
+	if !s.resultSeen && s.out.Class == "" {
 		switch {
 		case exit.err != nil:
 			s.fail(state.ClassInfraError, "waiting for the harness: "+exit.err.Error())
 		case !s.helloSeen:
-			s.protocolError(fmt.Sprintf("the harness exited with code %d before sending its hello%s", exit.code, s.stderrHint()))
+			s.fail(state.ClassProtocolError, fmt.Sprintf("the harness exited with code %d before sending its hello%s", exit.code, s.stderrHint()))
 		default:
-			s.protocolError(fmt.Sprintf("the harness exited with code %d without sending a result%s", exit.code, s.stderrHint()))
+			s.fail(state.ClassProtocolError, fmt.Sprintf("the harness exited with code %d without sending a result%s", exit.code, s.stderrHint()))
 		}
 	}
 	s.tailMu.Lock()
