@@ -120,7 +120,8 @@ func (c *FmtCmd) collect(full, display string) ([]fmtTarget, error) {
 			}
 			return nil
 		}
-		if d.Type().IsRegular() && isFmtFile(d.Name()) {
+		// The lock file is written by hemra init, not by people.
+		if d.Type().IsRegular() && isFmtFile(d.Name()) && d.Name() != config.LockFileName {
 			rel, _ := filepath.Rel(full, p)
 			out = append(out, fmtTarget{p, filepath.Join(display, rel)})
 		}
