@@ -306,7 +306,7 @@ func TestSymlinks(t *testing.T) {
 		t.Fatalf("in-task link refused: %v", diagLines(diags))
 	}
 	f := fileByPath(t, tasks[0], "tests/run.sh")
-	if f.Link != "test.sh" || f.Mode != ModeSymlink || f.SHA256 != sha([]byte("test.sh")) {
+	if f.Link != "test.sh" || f.Mode != ModeSymlink || f.SHA256 != sha([]byte("symlink:test.sh")) {
 		t.Errorf("link recorded as %+v, want its target string hashed", f)
 	}
 
@@ -476,5 +476,20 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestLoadTask(t *testing.T) {
+	task, diags := LoadTask(filepath.Join("testdata", "tasks", "hello-world"))
+	if diags.HasErrors() || task == nil || task.Name != "hello-world" || len(task.Tests) != 4 {
+		t.Fatalf("LoadTask = %+v, %v", task, diagLines(diags))
+	}
+	_, diags = LoadTask(filepath.Join("testdata", "tasks", "notes"))
+	if got := diagLines(diags); len(got) != 1 || got[0] != "testdata/tasks/notes/task.toml: Missing task file" {
+		t.Errorf("non-task folder: %v", got)
+	}
+	_, diags = LoadTask(filepath.Join("testdata", "no-such-task"))
+	if got := diagLines(diags); len(got) != 1 || !strings.Contains(got[0], "Cannot read task folder") {
+		t.Errorf("missing folder: %v", got)
 	}
 }

@@ -28,6 +28,22 @@ func LoadDir(dir string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
 	return loadDir(dir, filepath.Clean(dir), opts)
 }
 
+// LoadTask reads one Harbor task folder, e.g. for `hemra harness check
+// -task DIR`. Its name is the folder's name. Diagnostic filenames start
+// with dir as given.
+func LoadTask(dir string) (*Task, hcl.Diagnostics) {
+	display := filepath.Clean(dir)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read task folder", Detail: fmt.Sprintf("%s: %v.", display, err)}}
+	}
+	res := newTaskReader().load(abs, display, filepath.Base(abs))
+	if res.task == nil && len(res.diags) == 0 {
+		return nil, hcl.Diagnostics{missingFile(display, filepath.Base(abs), "task.toml")}
+	}
+	return res.task, res.diags
+}
+
 // taskResult is one worker's output for one candidate folder.
 type taskResult struct {
 	task  *Task
@@ -414,6 +430,8 @@ func (r *taskReader) link(w *walkState, d dirRef, name, rel string) {
 		})
 		return
 	}
-	sum := sha256.Sum256([]byte(target))
+	// Hashed with a prefix so a link and a file holding its target string
+	// differ (the planner hashes mounted links the same way).
+	sum := sha256.Sum256([]byte("symlink:" + target))
 	w.files = append(w.files, File{Path: rel, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(target)), Mode: ModeSymlink, Link: target})
 }

@@ -20,6 +20,8 @@ import (
 // diagnostic and the rest of the file is still read.
 const MaxJSONLLine = 64 << 20
 
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // snippetLimit is the size up to which a JSONL file's bytes are handed to
 // LoadOptions.Files for diagnostic snippets.
 const snippetLimit = 4 << 20
@@ -152,7 +154,14 @@ func (p *jsonlParser) parseLine(line []byte, lineNo, lineStart int) (*Task, hcl.
 	if len(bytes.TrimSpace(trimmed)) == 0 {
 		return nil, nil
 	}
-	lead := len(trimmed) - len(bytes.TrimLeft(trimmed, " \t"))
+	lead := 0
+	if lineNo == 1 && bytes.HasPrefix(trimmed, utf8BOM) {
+		lead = len(utf8BOM) // files saved by Windows editors
+	}
+	lead += len(trimmed[lead:]) - len(bytes.TrimLeft(trimmed[lead:], " \t"))
+	if lead == len(trimmed) || len(bytes.TrimSpace(trimmed[lead:])) == 0 {
+		return nil, nil // blank but for a byte order mark
+	}
 	fail := func(col int, summary, detail string) (*Task, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{diag(lineNo, lineStart, col, summary, detail)}
 	}
@@ -161,11 +170,11 @@ func (p *jsonlParser) parseLine(line []byte, lineNo, lineStart int) (*Task, hcl.
 			fmt.Sprintf("Line %d is not a JSON object; each line holds one task as {\"id\": ..., \"input\": ...}.", lineNo))
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &fields); err != nil {
+	if err := json.Unmarshal(trimmed[lead:], &fields); err != nil {
 		col := len(trimmed)
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			col = int(se.Offset)
+			col = lead + int(se.Offset)
 		}
 		col = max(1, min(col, len(trimmed)))
 		return fail(col, "Invalid JSONL line", fmt.Sprintf("Line %d is not valid JSON: %s.", lineNo, strings.TrimPrefix(err.Error(), "json: ")))

@@ -105,3 +105,20 @@ func TestLoadJSONLMissingFile(t *testing.T) {
 		t.Errorf("diagnostics = %v", diagLines(diags))
 	}
 }
+
+func TestByteOrderMarkAccepted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bom.jsonl")
+	must(t, os.WriteFile(path, []byte("\xef\xbb\xbf{\"id\": \"a\", \"input\": 1}\n{\"id\": \"b\", \"input\": 2}\n"), 0o644))
+	tasks, diags := LoadJSONL(path)
+	if diags.HasErrors() || len(tasks) != 2 {
+		t.Errorf("BOM JSONL: %d tasks, %v", len(tasks), diagLines(diags))
+	}
+	cfg, diags := ParseTaskConfig("task.toml", []byte("\xef\xbb\xbfversion = \"1.0\"\n[agent]\ntimeout_sec = \"x\"\n"))
+	if cfg == nil || cfg.SchemaVersion != "1.0" {
+		t.Errorf("BOM task.toml not read: %+v", cfg)
+	}
+	if got := diagLines(diags); len(got) != 1 || got[0] != "task.toml:3,15: Invalid task.toml" {
+		t.Errorf("positions moved by the BOM: %v", got)
+	}
+}

@@ -41,7 +41,8 @@ type File struct {
 	Size   int64
 	Mode   uint32 // only the executable bit is kept (0o755 or 0o644); ModeSymlink for a link
 	// Link is a symbolic link's target, as stored. Links are never
-	// followed: SHA256 and Size are those of the target string.
+	// followed: SHA256 is that of "symlink:" + target, Size the target's
+	// length.
 	Link string `json:",omitempty"`
 }
 

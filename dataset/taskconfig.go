@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -20,6 +21,11 @@ import (
 // known key of the wrong type is a diagnostic at its value. Unknown keys are
 // kept in Extra and never reported.
 func ParseTaskConfig(filename string, src []byte) (*TaskConfig, hcl.Diagnostics) {
+	if bytes.HasPrefix(src, utf8BOM) {
+		// TOML has no byte order mark; editors on Windows write one. Blank
+		// it out on a copy so every position stays where it is in the file.
+		src = append([]byte("   "), src[len(utf8BOM):]...)
+	}
 	var doc map[string]any
 	if err := toml.Unmarshal(src, &doc); err != nil {
 		return nil, hcl.Diagnostics{tomlSyntaxDiag(filename, src, err)}
