@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,4 +88,34 @@ func runScript(t *testing.T, script string, opts protocol.Options) *protocol.Out
 	}
 	defer inst.Stop(context.Background())
 	return protocol.Exec(context.Background(), inst, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}, &protocol.StartMessage{}, opts)
+}
+
+func TestHarnessThatNeverReadsStdinDoesNotBlockHemra(t *testing.T) {
+	prov := local.NewWithOptions(local.Options{Path: os.Getenv("PATH")})
+	inst, err := prov.Start(context.Background(), sandbox.Spec{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Stop(context.Background())
+	// run.start is far bigger than a pipe's buffer and nobody reads it.
+	start := &protocol.StartMessage{}
+	start.Task.Instruction = strings.Repeat("instruction ", 200_000)
+	script := `echo '{"type":"hello","protocol":"hemra.protocol/1"}'; echo '{"type":"result","status":"ok"}'`
+	o := protocol.Exec(context.Background(), inst, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}, start, quick)
+	if !o.OK() {
+		t.Fatalf("%s: %s", o.Class, o.Error)
+	}
+}
+
+type fullDisk struct{}
+
+func (fullDisk) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+func TestEventLogFailureIsInfraError(t *testing.T) {
+	opts := quick
+	opts.EventLog = fullDisk{}
+	o := runScript(t, hello+`echo '{"type":"result","status":"ok"}'`, opts)
+	if o.Class != state.ClassInfraError || o.Error != "writing the event log: no space left on device" {
+		t.Fatalf("class %q error %q", o.Class, o.Error)
+	}
 }
