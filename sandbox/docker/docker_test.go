@@ -3,6 +3,7 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -251,6 +252,9 @@ func TestVerifierRunsOnTheAgentsSnapshot(t *testing.T) {
 			if _, err := os.Lstat(filepath.Join(arts, "link")); err == nil {
 				t.Error("a symlink came back from the container")
 			}
+			if err := agent.Download(context.Background(), "/no/such/path", filepath.Join(t.TempDir(), "x")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("download of a missing path: %v, want os.ErrNotExist", err)
+			}
 			snap, err := agent.Snapshot(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -269,8 +273,8 @@ func TestVerifierRunsOnTheAgentsSnapshot(t *testing.T) {
 			if err := ver.Upload(context.Background(), tests, "/tests"); err != nil {
 				t.Fatal(err)
 			}
-			r := run(t, ver, sh(`sh /tests/test.sh; cat /logs/verifier/reward.txt; echo "agent=$AGENT_KEY verifier=$TASK_VERIFIER"; ls /sys/class/net`), "")
-			if r.stdout != "1\nagent= verifier=literal\nlo\n" {
+			r := run(t, ver, sh(`sh /tests/test.sh; cat /logs/verifier/reward.txt; echo "agent=$AGENT_KEY verifier=$TASK_VERIFIER"; ls /sys/class/net; cat /logs/artifacts/note.txt`), "")
+			if r.stdout != "1\nagent= verifier=literal\nlo\nnote\n" {
 				t.Errorf("verifier saw %q (stderr %q)", r.stdout, r.stderr)
 			}
 			insp, _ := cli.ContainerInspect(context.Background(), docker.ContainerID(ver))

@@ -188,7 +188,16 @@ func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o owner)
 // regular files and folders come back; symlinks, devices and names that
 // would leave hostPath are skipped.
 func (in *instance) Download(ctx context.Context, src, hostPath string) error {
+	src = path.Clean(src)
+	for target, host := range in.binds {
+		if src == target || strings.HasPrefix(src, target+"/") {
+			return downloadHost(filepath.Join(host, filepath.FromSlash(strings.TrimPrefix(src, target))), hostPath)
+		}
+	}
 	rc, stat, err := in.p.cli.CopyFromContainer(ctx, in.id, src)
+	if client.IsErrNotFound(err) {
+		return fmt.Errorf("download %s: %w (%v)", src, os.ErrNotExist, err)
+	}
 	if err != nil {
 		return fmt.Errorf("download %s: %w", src, err)
 	}
@@ -200,6 +209,31 @@ func (in *instance) Download(ctx context.Context, src, hostPath string) error {
 		return fmt.Errorf("download %s: %w", src, err)
 	}
 	return nil
+}
+
+// downloadHost copies a host-bound folder (or a file in it) the container
+// wrote to hostPath, with the same rules as the copy API path: regular
+// files and folders only, symlinks never followed.
+func downloadHost(src, hostPath string) error {
+	st, err := os.Lstat(src)
+	if err != nil {
+		return fmt.Errorf("download: %w", err)
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return fmt.Errorf("download %s: not a regular file or a folder", filepath.Base(src))
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := writeTree(tw, src, st, filepath.Base(src), owner{})
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	err = extractTar(pr, hostPath, st.IsDir())
+	pr.CloseWithError(err)
+	return err
 }
 
 // extractTar writes a copy-API archive (whose first name component is the

@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -108,7 +108,9 @@ func TestHarborTaskImageIsBuiltOnceAndVerifiedOnTheSnapshot(t *testing.T) {
 	if err != nil || id == "" {
 		t.Fatalf("task image not found by its hash: %q %v", id, err)
 	}
-	t.Cleanup(func() { cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true}) })
+	t.Cleanup(func() {
+		cli.ImageRemove(context.Background(), id, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
 	first, _ := cli.ImageInspect(ctx, id)
 
 	if err := agent.Upload(ctx, filepath.Join(task.Dir, "solution"), "/solution"); err != nil {

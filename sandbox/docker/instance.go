@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type instance struct {
 	readOnly bool
 	volumes  []string
 	labels   map[string]string
+	// binds maps a container folder to the host folder bound there;
+	// hostDir holds them and is removed by Stop.
+	binds   map[string]string
+	hostDir string
 }
 
 // ContainerID is the engine's id of an instance started by this provider.
@@ -301,19 +306,24 @@ func (s *execStdin) Close() error {
 }
 
 // Snapshot commits the container to a labelled image and returns its id.
-// A read-only container's writable folders are volumes, which a commit
-// does not capture: their contents are copied into the image as well.
+// A commit captures neither volumes (a read-only container's writable
+// folders) nor host-bound folders (the logs): their contents are copied
+// into the image as well, so the verifier sees what the agent left.
 func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	lbl := labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot)
-	res, err := in.p.cli.ContainerCommit(ctx, in.id, container.CommitOptions{
-		Comment: "hemra snapshot of attempt " + in.labels[LabelAttempt],
-		Config:  &container.Config{Labels: lbl},
-		Pause:   true,
-	})
+	comment := "hemra snapshot of attempt " + in.labels[LabelAttempt]
+	res, err := in.p.cli.ContainerCommit(ctx, in.id, container.CommitOptions{Comment: comment, Config: &container.Config{Labels: lbl}, Pause: true})
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
-	if !in.readOnly {
+	var bound []string
+	for target, host := range in.binds {
+		if entries, err := os.ReadDir(host); err == nil && len(entries) > 0 {
+			bound = append(bound, target)
+		}
+	}
+	sort.Strings(bound)
+	if len(in.volumes) == 0 && len(bound) == 0 {
 		return res.ID, nil
 	}
 	tmp, err := in.p.cli.ContainerCreate(ctx, &container.Config{Image: res.ID, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:], Labels: lbl},
@@ -333,16 +343,41 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("snapshot of %s: %w", v, err)
 		}
 	}
-	final, err := in.p.cli.ContainerCommit(ctx, tmp.ID, container.CommitOptions{Comment: "hemra snapshot of attempt " + in.labels[LabelAttempt], Config: &container.Config{Labels: lbl}})
+	for _, target := range bound {
+		host := in.binds[target]
+		st, err := os.Lstat(host)
+		if err != nil {
+			return "", fmt.Errorf("snapshot of %s: %w", target, err)
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			tw := tar.NewWriter(pw)
+			err := writeTree(tw, host, st, strings.TrimPrefix(target, "/"), ownerOf(in.user))
+			if err == nil {
+				err = tw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		err = in.p.cli.CopyToContainer(ctx, tmp.ID, "/", pr, container.CopyToContainerOptions{})
+		pr.CloseWithError(err)
+		if err != nil {
+			return "", fmt.Errorf("snapshot of %s: %w", target, err)
+		}
+	}
+	final, err := in.p.cli.ContainerCommit(ctx, tmp.ID, container.CommitOptions{Comment: comment, Config: &container.Config{Labels: lbl}})
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
 	return final.ID, nil
 }
 
-// Stop removes the container, its anonymous volumes with it.
+// Stop removes the container, its anonymous volumes and its host-bound
+// folders with it.
 func (in *instance) Stop(ctx context.Context) error {
 	err := in.p.cli.ContainerRemove(ctx, in.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if in.hostDir != "" && (err == nil || client.IsErrNotFound(err)) {
+		_ = os.RemoveAll(in.hostDir)
+	}
 	if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
 		return fmt.Errorf("removing the container: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -253,41 +254,118 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: !m.Writable})
 	}
+	// The log folders: on a local engine, host folders bound into the
+	// container, so they need no copy to create (they belong to the
+	// operator, who is the container's user by default) nor to read back.
+	// A verifier started from a snapshot binds only its own /logs/verifier
+	// and sees the agent's logs and artifacts as the snapshot holds them.
+	binds := map[string]string{}
+	var hostDir string
+	if p.local() {
+		var err error
+		hostDir, err = bindDir(spec.Workspace, role)
+		if err != nil {
+			return nil, err
+		}
+		targets := []string{PathAgentLogs, PathVerifierLog, PathArtifacts}
+		if spec.Snapshot != "" {
+			targets = []string{PathVerifierLog}
+		}
+		for _, target := range targets {
+			host := filepath.Join(hostDir, path.Base(target))
+			if err := os.Mkdir(host, 0o755); err != nil {
+				return nil, fmt.Errorf("preparing %s: %w", target, err)
+			}
+			if s.User != "" {
+				// Another user than the operator: the folder must be
+				// writable by whoever that is (a recorded loosening).
+				_ = os.Chmod(host, 0o777)
+			}
+			binds[target] = host
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: host, Target: target})
+		}
+	}
 	var volumes []string
 	if s.ReadOnly {
 		// A read-only root still needs somewhere to write: /tmp is a tmpfs,
-		// the Harbor folders are anonymous volumes (seeded from the image,
-		// readable by the copy API, removed with the container).
+		// the other Harbor folders are anonymous volumes (seeded from the
+		// image, readable by the copy API, removed with the container).
 		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev"}
-		volumes = []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts, PathTests, PathSolution}
-		for _, v := range volumes {
+		for _, v := range []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts, PathTests, PathSolution} {
+			if binds[v] != "" {
+				continue
+			}
+			volumes = append(volumes, v)
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: v, VolumeOptions: &mount.VolumeOptions{Labels: lbl}})
 		}
 	}
 
 	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
+		if hostDir != "" {
+			os.RemoveAll(hostDir)
+		}
 		return nil, fmt.Errorf("creating the container: %w", err)
 	}
-	inst := &instance{p: p, id: created.ID, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl}
+	inst := &instance{p: p, id: created.ID, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl, binds: binds, hostDir: hostDir}
 	fail := func(err error) (sandbox.Instance, error) {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = p.cli.ContainerRemove(rmCtx, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		_ = inst.Stop(rmCtx)
 		return nil, err
 	}
+	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("starting the container: %w", err))
+	}
+	// The folders the harness writes that are not bound from the host,
+	// owned by the container's user. The engine creates the working
+	// directory as root, which is all a root user needs.
+	var dirs []string
 	if !s.ReadOnly {
-		// The folders the harness writes, owned by the container's user.
-		dirs := []string{strings.TrimPrefix(paths.Workdir, "/"), "logs/agent", "logs/verifier", "logs/artifacts"}
+		for _, d := range []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts} {
+			if binds[d] == "" && (d != paths.Workdir || !isRoot(user)) {
+				dirs = append(dirs, strings.TrimPrefix(d, "/"))
+			}
+		}
+	}
+	if len(dirs) > 0 {
 		o := ownerOf(user)
 		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
 			return fail(fmt.Errorf("creating the Harbor folders in the container: %w", err))
 		}
 	}
-	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return fail(fmt.Errorf("starting the container: %w", err))
-	}
 	return inst, nil
+}
+
+// local reports whether the engine runs on this host (a unix socket), so
+// host folders can be bound and process ids signalled.
+func (p *Provider) local() bool {
+	return strings.HasPrefix(p.cli.DaemonHost(), "unix://")
+}
+
+// bindDir makes a fresh host folder for one instance's bound folders,
+// inside the attempt's workspace when there is one.
+func bindDir(workspace, role string) (string, error) {
+	parent := workspace
+	if parent != "" {
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return "", fmt.Errorf("preparing the workspace: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "docker-"+role+"-")
+	if err != nil {
+		return "", fmt.Errorf("preparing the workspace: %w", err)
+	}
+	// The container's user must reach the folders inside.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func isRoot(user string) bool {
+	o := ownerOf(user)
+	return o.numeric && o.uid == 0 || user == "root" || strings.HasPrefix(user, "root:")
 }
 
 func networkMode(n string) string {

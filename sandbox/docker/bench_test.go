@@ -1,0 +1,112 @@
+package docker_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/docker"
+)
+
+// benchCommand is the trivial attempt both sides run.
+var benchCommand = []string{"sh", "-c", `echo '{"type":"result","output":"ok"}'`}
+
+const benchParallelism = 4
+
+// BenchmarkDocker200 runs 200 trivial attempts on the docker sandbox (a
+// hardened container, the command through exec with streams attached,
+// the artifacts folder copied out, the container removed) against 200
+// bare `docker run --rm` of the same image and command through the same
+// client, at the same parallelism, and reports the ratio of wall times.
+//
+//	go test ./sandbox/docker -run '^$' -bench Docker200 -benchtime 1x
+func BenchmarkDocker200(b *testing.B) {
+	cli, p, img := engine(&testing.T{})
+	_ = cli
+	for i := 0; i < b.N; i++ {
+		bare := timeN(b, 200, func() error { return bareRun(cli, img) })
+		hemra := timeN(b, 200, func() error { return hemraAttempt(p, img, b.TempDir()) })
+		b.ReportMetric(bare.Seconds(), "bare-s")
+		b.ReportMetric(hemra.Seconds(), "hemra-s")
+		b.ReportMetric(hemra.Seconds()/bare.Seconds(), "ratio")
+	}
+}
+
+func timeN(b *testing.B, n int, f func() error) time.Duration {
+	start := time.Now()
+	work := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < benchParallelism; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if err := f(); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	return time.Since(start)
+}
+
+func bareRun(cli *client.Client, img string) error {
+	ctx := context.Background()
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: benchCommand, AttachStdout: true, AttachStderr: true},
+		&container.HostConfig{NetworkMode: "none", AutoRemove: true}, nil, nil, "")
+	if err != nil {
+		return err
+	}
+	att, err := cli.ContainerAttach(ctx, c.ID, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return err
+	}
+	defer att.Close()
+	wait, errc := cli.ContainerWait(ctx, c.ID, container.WaitConditionRemoved)
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	stdcopy.StdCopy(io.Discard, io.Discard, att.Reader)
+	select {
+	case <-wait:
+	case err := <-errc:
+		return err
+	}
+	return nil
+}
+
+func hemraAttempt(p *docker.Provider, img, tmp string) error {
+	ctx := context.Background()
+	in, err := p.Start(ctx, sandbox.Spec{Settings: hardened(img), AttemptID: "bench", Address: "bench/h/t#1", Role: "agent"})
+	if err != nil {
+		return err
+	}
+	defer in.Stop(ctx)
+	pr, err := in.Exec(ctx, sandbox.ExecRequest{Command: benchCommand, Stdin: true})
+	if err != nil {
+		return err
+	}
+	pr.Stdin().Close()
+	go io.Copy(io.Discard, pr.Stderr())
+	io.Copy(io.Discard, pr.Stdout())
+	if _, err := pr.Wait(); err != nil {
+		return err
+	}
+	dst := filepath.Join(tmp, "artifacts")
+	defer os.RemoveAll(dst)
+	return in.Download(ctx, "/logs/artifacts", dst)
+}
