@@ -340,7 +340,8 @@ func (s *Store) SetSnapshotKept(attemptID string, kept bool) error {
 }
 
 // BeginRun records a new apply run. Empty fields are filled in: ID, start
-// time, host, pid and status "running".
+// time, host, pid and status "running". Attempts added later with the run's
+// id join its Attempts list.
 func (s *Store) BeginRun(r *Run) error {
 	if r.ID == "" {
 		r.ID = NewID()
@@ -370,6 +371,11 @@ func (s *Store) BeginRun(r *Run) error {
 		runs := tx.Bucket(bucketRuns)
 		if runs.Get([]byte(r.ID)) != nil {
 			return fmt.Errorf("run %s is already recorded", r.ID)
+		}
+		for _, id := range r.Attempts {
+			if err := tx.Bucket(bucketRunAttempts).Put(runAttemptKey(r.ID, id), nil); err != nil {
+				return err
+			}
 		}
 		return runs.Put([]byte(r.ID), val)
 	})
