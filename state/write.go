@@ -349,6 +349,11 @@ func (s *Store) BeginRun(r *Run) error {
 	if !validID(r.ID) {
 		return fmt.Errorf("run id %q: only letters, digits, '-' and '_' are allowed", r.ID)
 	}
+	for _, id := range r.Attempts {
+		if !validID(id) {
+			return fmt.Errorf("run %s: attempt id %q: only letters, digits, '-' and '_' are allowed", r.ID, id)
+		}
+	}
 	if r.StartedAt.IsZero() {
 		r.StartedAt = now()
 	}
