@@ -434,13 +434,20 @@ func (s *Store) RecoverInterrupted() (int, error) {
 		if b := v.bucket(bucketOpen); b != nil {
 			_ = b.ForEach(func(k, _ []byte) error { openIDs = append(openIDs, string(k)); return nil })
 		}
-		runs, err := v.Runs()
-		for _, r := range runs {
-			if r.Status == "running" {
-				runIDs = append(runIDs, r.ID)
-			}
+		b := v.bucket(bucketRuns)
+		if b == nil {
+			return nil
 		}
-		return err
+		return b.ForEach(func(k, val []byte) error {
+			var r struct{ Status string }
+			if err := json.Unmarshal(val, &r); err != nil {
+				return fmt.Errorf("run %q: %w", k, err)
+			}
+			if r.Status == "running" {
+				runIDs = append(runIDs, string(k))
+			}
+			return nil
+		})
 	})
 	if err != nil || len(openIDs) == 0 && len(runIDs) == 0 {
 		return 0, err
