@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,5 +154,29 @@ func TestDecodeCurrentAgreesWithJSON(t *testing.T) {
 		if (err != nil) != (wantErr != nil) || got != want {
 			t.Errorf("decodeCurrent(%s) = %+v, %v; encoding/json gives %+v, %v", raw, got, err, want, wantErr)
 		}
+	}
+}
+
+func TestEmptyStateFileReadsAsNoState(t *testing.T) {
+	dir := t.TempDir()
+	// What a writer killed between creating state.db and initialising it
+	// leaves behind.
+	if err := os.WriteFile(filepath.Join(dir, dbFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("reader Open: %v", err)
+	}
+	if m, err := r.Meta(); err != nil || m != (Meta{}) {
+		t.Errorf("Meta = %+v, %v; want no state", m, err)
+	}
+	w, err := Open(dir, Options{Writer: true})
+	if err != nil {
+		t.Fatalf("writer Open: %v", err)
+	}
+	defer w.Close()
+	if m, err := w.Meta(); err != nil || m.Lineage == "" {
+		t.Errorf("after a writer opened it, Meta = %+v, %v; want a new state", m, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -21,6 +23,11 @@ type View struct {
 // of reads. Keep fn short and never write from inside it: while it runs, the
 // writer's next batch waits.
 func (s *Store) View(fn func(v *View) error) error {
+	// An empty state.db is one a writer is creating, or was killed while
+	// creating: no state yet, and nothing bbolt could open read-only.
+	if st, err := os.Stat(filepath.Join(s.dir, dbFile)); err == nil && st.Size() == 0 {
+		return fn(&View{})
+	}
 	db, err := s.openDB(false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fn(&View{})
