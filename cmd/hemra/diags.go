@@ -27,7 +27,25 @@ func printDiags(g *Globals, files map[string]*hcl.File, diags hcl.Diagnostics) {
 		return
 	}
 	w := hcl.NewDiagnosticTextWriter(g.Stderr, files, diagWidth, g.Color)
-	_ = w.WriteDiagnostics(diags)
+	_ = w.WriteDiagnostics(wholeFileSubjects(diags))
+}
+
+// wholeFileSubjects rewrites diagnostics about a whole file (a subject with
+// a filename but no position, such as a missing task file) so the text
+// names the file instead of printing "line 0" and no source. JSON keeps the
+// subject as it is.
+func wholeFileSubjects(diags hcl.Diagnostics) hcl.Diagnostics {
+	out := make(hcl.Diagnostics, len(diags))
+	for i, d := range diags {
+		out[i] = d
+		if d.Subject != nil && d.Subject.Start.Line == 0 && d.Subject.Filename != "" {
+			c := *d
+			c.Subject = nil
+			c.Detail = fmt.Sprintf("File %s: %s", d.Subject.Filename, d.Detail)
+			out[i] = &c
+		}
+	}
+	return out
 }
 
 // jsonDiagnostics is the JSON form of a set of diagnostics (validate -json).
