@@ -24,19 +24,34 @@ import (
 type Config struct {
 	Provider sandbox.Provider
 	Settings sandbox.Settings
+	// Gaps names checks a provider is known not to pass yet, with why;
+	// they are skipped with that reason so the gap stays visible.
+	Gaps map[string]string
 }
 
 // Run runs the whole suite as subtests.
 func Run(t *testing.T, c Config) {
-	t.Run("Paths", func(t *testing.T) { testPaths(t, c) })
-	t.Run("Environment", func(t *testing.T) { testEnvironment(t, c) })
-	t.Run("ExitCodeAndStreams", func(t *testing.T) { testExitCodeAndStreams(t, c) })
-	t.Run("Stdin", func(t *testing.T) { testStdin(t, c) })
-	t.Run("Terminate", func(t *testing.T) { testTerminate(t, c) })
-	t.Run("Kill", func(t *testing.T) { testKill(t, c) })
-	t.Run("LeftoversDieWithTheCommand", func(t *testing.T) { testLeftovers(t, c) })
-	t.Run("UploadDownload", func(t *testing.T) { testUploadDownload(t, c) })
-	t.Run("Snapshot", func(t *testing.T) { testSnapshot(t, c) })
+	for _, check := range []struct {
+		name string
+		fn   func(*testing.T, Config)
+	}{
+		{"Paths", testPaths},
+		{"Environment", testEnvironment},
+		{"ExitCodeAndStreams", testExitCodeAndStreams},
+		{"Stdin", testStdin},
+		{"Terminate", testTerminate},
+		{"Kill", testKill},
+		{"LeftoversDieWithTheCommand", testLeftovers},
+		{"UploadDownload", testUploadDownload},
+		{"Snapshot", testSnapshot},
+	} {
+		t.Run(check.name, func(t *testing.T) {
+			if why, ok := c.Gaps[check.name]; ok {
+				t.Skip("known gap: " + why)
+			}
+			check.fn(t, c)
+		})
+	}
 }
 
 // Start starts an instance for a test and stops it when the test ends.
@@ -69,10 +84,28 @@ type Output struct {
 	Code           int
 }
 
-// Sh runs a /bin/sh script to its end, reading its streams while it runs.
+// PathEnv is what the executor passes every command: the HEMRA_* folder
+// variables set to the instance's paths.
+func PathEnv(p sandbox.Paths) map[string]string {
+	return map[string]string{
+		"HEMRA_WORKDIR":       p.Workdir,
+		"HEMRA_AGENT_LOGS":    p.AgentLogs,
+		"HEMRA_VERIFIER_LOGS": p.VerifierLogs,
+		"HEMRA_TESTS_DIR":     p.Tests,
+		"HEMRA_SOLUTION_DIR":  p.Solution,
+		"HEMRA_ARTIFACTS_DIR": p.Artifacts,
+	}
+}
+
+// Sh runs a /bin/sh script to its end, reading its streams while it runs,
+// with env plus the HEMRA_* folder variables, as the executor runs one.
 func Sh(t *testing.T, inst sandbox.Instance, script string, env map[string]string) Output {
 	t.Helper()
-	proc, err := inst.Exec(context.Background(), sandbox.ExecRequest{Command: []string{"sh", "-c", script}, Env: env, Timeout: time.Minute})
+	all := PathEnv(inst.Paths())
+	for k, v := range env {
+		all[k] = v
+	}
+	proc, err := inst.Exec(context.Background(), sandbox.ExecRequest{Command: []string{"sh", "-c", script}, Env: all, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
