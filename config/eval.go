@@ -15,13 +15,12 @@ import (
 func (l *loader) evaluate() {
 	l.ctx = &hcl.EvalContext{Variables: map[string]cty.Value{}, Functions: functions(l.cfg.Dir)}
 	l.values = map[string]map[string]cty.Value{}
-	l.dirty = map[string]bool{}
 	for root := range referenceable {
 		l.values[root] = map[string]cty.Value{}
-		l.dirty[root] = true
 	}
 	l.decodeHemra()
 	l.evalVariables()
+	base := l.ctx
 
 	nodes := map[string]*node{}
 	for _, a := range l.locals {
@@ -51,7 +50,7 @@ func (l *loader) evaluate() {
 		}
 	}
 	for _, n := range sorted {
-		l.refreshContext()
+		l.ctx = nodeContext(base, n, l.values)
 		root, name, _ := strings.Cut(n.addr, ".")
 		var v cty.Value
 		switch {
@@ -72,19 +71,30 @@ func (l *loader) evaluate() {
 			continue
 		}
 		l.values[root][name] = v
-		l.dirty[root] = true
 	}
+	l.ctx = base
 }
 
-// refreshContext rebuilds the objects of the roots that changed since the
-// last evaluation.
-func (l *loader) refreshContext() {
-	for root, changed := range l.dirty {
-		if changed {
-			l.ctx.Variables[root] = cty.ObjectVal(l.values[root])
-			l.dirty[root] = false
+// nodeContext is the evaluation context of one node: the functions, every
+// variable, and the values of exactly the blocks and locals it refers to.
+// Building it from the node's references keeps evaluation linear in the
+// size of the configuration, where one context rebuilt after each block
+// would be quadratic.
+func nodeContext(base *hcl.EvalContext, n *node, values map[string]map[string]cty.Value) *hcl.EvalContext {
+	byRoot := map[string]map[string]cty.Value{}
+	for dep := range n.deps {
+		root, name, _ := strings.Cut(dep, ".")
+		if byRoot[root] == nil {
+			byRoot[root] = map[string]cty.Value{}
 		}
+		byRoot[root][name] = values[root][name]
 	}
+	vars := make(map[string]cty.Value, len(byRoot)+1)
+	vars["var"] = base.Variables["var"]
+	for root, m := range byRoot {
+		vars[root] = cty.ObjectVal(m)
+	}
+	return &hcl.EvalContext{Variables: vars, Functions: base.Functions}
 }
 
 func (l *loader) evalLocal(n *node) cty.Value {

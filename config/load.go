@@ -124,12 +124,10 @@ type loader struct {
 	hemra     *hcl.Block
 	hemraAttr hcl.Attributes
 
-	// ctx is the one evaluation context: functions, var, and each
-	// referenceable block type as an object rebuilt as blocks are
-	// evaluated in dependency order.
+	// ctx is the evaluation context in use: functions and variables, plus,
+	// while a block is evaluated, the values of what it refers to.
 	ctx    *hcl.EvalContext
 	values map[string]map[string]cty.Value // root ("sandbox") -> name -> value
-	dirty  map[string]bool
 }
 
 func (l *loader) readDir() {
