@@ -1,6 +1,8 @@
 package dataset
 
 import (
+	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -52,5 +54,29 @@ func BenchmarkLoadDir10k(b *testing.B) {
 	}
 	if cpu := processCPU() - start; cpu > 0 {
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+	}
+}
+
+// BenchmarkLoadJSONL100k loads a JSONL file of 100,000 small tasks.
+func BenchmarkLoadJSONL100k(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "inputs.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := range 100000 {
+		fmt.Fprintf(w, `{"id": "q-%06d", "input": {"question": "What is %d + %d?", "context": "arithmetic"}, "target": "%d", "metadata": {"split": "test"}}`+"\n", i, i, i, 2*i)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		tasks, diags := LoadJSONL(path)
+		if diags.HasErrors() || len(tasks) != 100000 {
+			b.Fatalf("loaded %d tasks, diagnostics: %v", len(tasks), diags)
+		}
 	}
 }

@@ -222,6 +222,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		}
 		diags = append(diags, cd...)
 	}
+	tomlRead := cfg != nil
 	if cfg == nil {
 		cfg = &TaskConfig{}
 	}
@@ -290,10 +291,14 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		return true
 	}
 	require("task.toml")
-	if len(cfg.Steps) == 0 {
+	switch {
+	case !tomlRead:
+		// Without its task.toml hemra cannot tell a multi-step task from
+		// a single-step one: the TOML error is reported alone.
+	case len(cfg.Steps) == 0:
 		require("instruction.md")
 		require(testScript)
-	} else {
+	default:
 		for _, sc := range cfg.Steps { // names checked by ParseTaskConfig
 			base := "steps/" + sc.Name + "/"
 			require(base + "instruction.md")

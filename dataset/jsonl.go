@@ -200,6 +200,16 @@ func (p *jsonlParser) parseLine(line []byte, lineNo, lineStart int) (*Task, hcl.
 		return fail(lead+1, "Missing task input", fmt.Sprintf("Line %d (id %q) has no \"input\".", lineNo, id))
 	}
 	seen[id] = lineNo
+	target, metadata := fields["target"], fields["metadata"]
+	known := 2 // id and input
+	for _, k := range []string{"target", "metadata"} {
+		if _, ok := fields[k]; ok {
+			known++
+		}
+	}
+	if len(fields) == known {
+		fields = nil // nothing unknown: skip sorting the keys
+	}
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		switch k {
 		case "id", "input", "target", "metadata":
@@ -218,8 +228,8 @@ func (p *jsonlParser) parseLine(line []byte, lineNo, lineStart int) (*Task, hcl.
 		Name:     id,
 		Kind:     "jsonl",
 		Input:    compact(input),
-		Target:   compact(fields["target"]),
-		Metadata: compact(fields["metadata"]),
+		Target:   compact(target),
+		Metadata: compact(metadata),
 		Line:     lineNo,
 	}, nil
 }
