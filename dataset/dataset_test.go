@@ -493,3 +493,16 @@ func TestLoadTask(t *testing.T) {
 		t.Errorf("missing folder: %v", got)
 	}
 }
+
+func TestTaskNamesThatBreakAddresses(t *testing.T) {
+	root := t.TempDir()
+	writeTask(t, root, "fine-name")
+	writeTask(t, root, "bad#name")
+	tasks, diags := LoadDir(root, LoadOptions{})
+	if got := diagLines(diags); len(got) != 1 || got[0] != filepath.Join(root, "bad#name")+": Invalid task name" {
+		t.Errorf("diagnostics = %v", got)
+	}
+	if len(tasks) != 1 || tasks[0].Name != "fine-name" {
+		t.Errorf("tasks = %v", tasks)
+	}
+}
