@@ -55,7 +55,7 @@ func (lr *lineReader) next() ([]byte, error) {
 			continue
 		case io.EOF:
 			if len(line) > 0 {
-				return line, nil
+				return bytes.TrimSuffix(line, []byte("\r")), nil
 			}
 			return nil, io.EOF
 		default:
