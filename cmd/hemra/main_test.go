@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/hemra-dev/hemra/internal/testimages"
 )
 
 func TestMain(m *testing.M) {
@@ -15,13 +21,44 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the CLI scripts in testdata/script, each a terminal
 // session against the real binary.
+//
+// Scripts that need the Docker Engine start with `[!docker] skip`: the
+// condition is false when no engine answers, and an error (a failed
+// script) when HEMRA_TEST_DOCKER=1. Those scripts get $HEMRA_TEST_BUSYBOX,
+// a FROM-scratch image with the static busybox, built once per run.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("HEMRA_TEST_DOCKER", os.Getenv("HEMRA_TEST_DOCKER"))
+			if ref, err := scriptDocker(); err == nil {
+				env.Setenv("HEMRA_TEST_BUSYBOX", ref)
+			}
 			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "docker" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			if _, err := scriptDocker(); err != nil {
+				if os.Getenv("HEMRA_TEST_DOCKER") == "1" {
+					return false, fmt.Errorf("HEMRA_TEST_DOCKER=1 but the Docker Engine is not usable: %v", err)
+				}
+				return false, nil
+			}
+			return true, nil
 		},
 	})
 }
+
+var scriptDocker = sync.OnceValues(func() (string, error) {
+	cli, err := testimages.Connect()
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return testimages.EnsureBusybox(ctx, cli)
+})

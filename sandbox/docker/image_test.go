@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -182,7 +183,7 @@ func TestFromRefs(t *testing.T) {
 // registry run here on 127.0.0.1; a new push under the tag is a new digest.
 func TestResolveTagsThroughTheEngine(t *testing.T) {
 	cli, _, base := engine(t)
-	srv := httptest.NewServer(registry.New())
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 	ref := host + "/hemra/app:v1"
