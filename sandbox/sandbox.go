@@ -138,12 +138,12 @@ type Instance interface {
 // are Harbor's (/logs/agent, /logs/verifier, /tests, /solution) so real
 // Harbor tasks run unchanged.
 type Paths struct {
-	Workdir     string
-	AgentLogs   string
+	Workdir      string
+	AgentLogs    string
 	VerifierLogs string
-	Tests       string
-	Solution    string
-	Artifacts   string
+	Tests        string
+	Solution     string
+	Artifacts    string
 }
 
 // ExecRequest is one command to run in an instance.
