@@ -345,6 +345,7 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 			d.errorValue(d.attr("sandbox"), "Driver harness on a local sandbox", "A driver runs inside the task's own image, which a local sandbox does not have. Use a docker sandbox.")
 		}
 	}
+	l.checkProgramImage(d, h)
 	if v, ok := d.envNames("env"); ok {
 		h.Env = v
 	}
@@ -399,6 +400,32 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 		h.MCP = append(h.MCP, srv)
 	}
 	return blockValue(blockHarness, rb.name, d.vals)
+}
+
+// checkProgramImage refuses a program harness whose sandbox runs images
+// but names none: the program would have nothing to run in.
+func (l *loader) checkProgramImage(d *attrDecoder, h *Harness) {
+	if h.Command == nil || d.has("builtin") || d.has("driver") || d.has("via") {
+		return // a conflict already reported
+	}
+	if d.has("sandbox") {
+		sb := h.Sandbox
+		if sb == nil || sb.Image != "" || !kindRules[sb.Kind].settings["image"] {
+			return
+		}
+		if _, written := sb.Attrs["image"]; written {
+			return // its error is already reported
+		}
+		d.errorValue(d.attr("sandbox"), "Program harness without an image",
+			fmt.Sprintf("A program harness runs in its sandbox's image, and sandbox.%s (%s) sets none. Set image in sandbox.%s, or use a local sandbox.", sb.Name, sb.Kind, sb.Name))
+		return
+	}
+	l.diags = append(l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Program harness without an image",
+		Detail:   "Without sandbox, a harness runs in the default docker sandbox, which has no image for a program to run in. Set sandbox to a sandbox with an image, or to a local sandbox.",
+		Subject:  d.attr("command").NameRange.Ptr(),
+	})
 }
 
 func (l *loader) decodeDataset(n *node) cty.Value {

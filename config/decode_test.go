@@ -135,8 +135,12 @@ func TestVariablePrecedence(t *testing.T) {
 	main := `variable "x" {
   default = "default"
 }
+sandbox "local" {
+  kind = "local"
+}
 harness "h" {
   command = [var.x]
+  sandbox = sandbox.local
 }
 `
 	cases := []struct {
@@ -176,8 +180,12 @@ variable "tags" {
 variable "n" {
   type = number
 }
+sandbox "local" {
+  kind = "local"
+}
 harness "h" {
   command = concat(var.tags, [tostring(var.n + 1)])
+  sandbox = sandbox.local
 }
 `})
 	cfg := mustLoad(t, dir, LoadOptions{Vars: []string{`tags=["a","b"]`}, Environ: []string{"HEMRA_VAR_n=41"}})

@@ -6,7 +6,7 @@ harness "h" {
 }
 
 harness "p" {
-  command = ["/harness/agent"]
+  builtin = "nop"
   model   = "gpt-5"
 }
 

@@ -1,5 +1,5 @@
 harness "agent" {
-  command = ["/harness/agent"]
+  builtin = "nop"
   env     = ["OPENAI_API_KEY", "DOCKER_HOST"]
 
   mcp "files" {
@@ -9,12 +9,12 @@ harness "agent" {
 }
 
 harness "agent2" {
-  command = ["/harness/agent"]
+  builtin = "nop"
   env     = ["HEMRA_STORE"]
 }
 
 harness "agent3" {
-  command = ["/harness/agent"]
+  builtin = "nop"
   env     = ["OPENAI_API_KEY=sk-123", "1BAD"]
 }
 

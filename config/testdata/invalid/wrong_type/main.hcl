@@ -3,6 +3,6 @@ sandbox "s" {
 }
 
 harness "agent" {
-  command = ["/harness/agent"]
+  builtin = "nop"
   env     = "OPENAI_API_KEY"
 }

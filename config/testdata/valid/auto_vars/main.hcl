@@ -11,6 +11,7 @@ variable "limits" {
 }
 
 sandbox "s" {
+  image  = "python:3.12-slim"
   memory = var.limits.memory
   cpus   = var.limits.cpus
 }
