@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
@@ -183,7 +185,14 @@ func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, st
 	}
 	cfg, diags := config.Load(g.Dir, config.LoadOptions{Environ: g.Environ, SkipTasks: true})
 	if diags.HasErrors() || cfg == nil {
-		return nil, "the configuration has errors; run hemra validate to see them"
+		first := "unreadable"
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				first = d.Summary
+				break
+			}
+		}
+		return nil, fmt.Sprintf("the configuration has errors (%s); run hemra validate to see them", first)
 	}
 	var out []doctorSandbox
 	names := make([]string, 0, len(cfg.Sandboxes))
