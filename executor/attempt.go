@@ -41,7 +41,7 @@ type attemptRun struct {
 	agentTimedOut bool
 	agentOutput   json.RawMessage // the harness's final output (JSONL compare)
 	snapshot      string
-	halted        bool // a stage ended the attempt early (error or interruption)
+	rec           *recorder
 }
 
 // stageError ends an attempt with a class and a message.
@@ -56,20 +56,31 @@ func infraErr(format string, a ...any) *stageError {
 	return &stageError{state.ClassInfraError, fmt.Sprintf(format, a...)}
 }
 
-// attempt runs one job to its end and reports it. Every failure is
-// recorded on the attempt; nothing here stops the apply.
-func (e *executor) attempt(ctx context.Context, j *job) AttemptReport {
+// attempt runs one job to its end. Every failure is recorded on the
+// attempt; nothing here stops the apply. Its report reaches e.results once
+// its outcome is durable.
+func (e *executor) attempt(ctx context.Context, j *job) {
 	started := time.Now()
 	a := &attemptRun{e: e, j: j, id: state.NewID(), out: &state.Outcome{StartedAt: started.UTC()}}
+	a.rec = e.newRecorder()
 	rep := AttemptReport{
 		Address: j.pa.Address, AttemptID: a.id, Eval: j.pa.Eval, Harness: j.pa.Harness, Task: j.pa.Task, Action: j.pa.Action,
 		StartedAt: started,
 	}
-	if err := a.record(); err != nil {
-		rep.Class, rep.Error = state.ClassInfraError, err.Error()
+	report := func(err error) {
+		rep.Class, rep.Reward, rep.Error = a.out.Class, a.out.Reward, a.out.Error
+		if err != nil {
+			rep.Class, rep.Error = state.ClassInfraError, joinMsg(rep.Error, err.Error())
+		}
 		rep.Duration = time.Since(started)
-		e.emit(Event{Type: EventAttemptFinish, Address: rep.Address, Action: string(rep.Action), Class: rep.Class, Error: rep.Error, Duration: &rep.Duration})
-		return rep
+		e.emit(Event{Type: EventAttemptFinish, Address: rep.Address, AttemptID: a.id, Action: string(j.pa.Action),
+			Class: rep.Class, Reward: rep.Reward, Error: rep.Error, Duration: &rep.Duration})
+		e.results <- rep
+	}
+	if err := a.record(); err != nil {
+		a.out.Class, a.out.Error = state.ClassInfraError, err.Error()
+		a.rec.close(func(error) { report(nil) })
+		return
 	}
 	e.emit(Event{Type: EventAttemptStart, Address: rep.Address, AttemptID: a.id, Action: string(j.pa.Action)})
 
@@ -80,18 +91,19 @@ func (e *executor) attempt(ctx context.Context, j *job) AttemptReport {
 	if cerr := a.log.Close(); cerr != nil && err == nil {
 		a.out.Error = joinMsg(a.out.Error, "writing the event log: "+cerr.Error())
 	}
-	if ferr := e.store.Finish(a.id, final, a.out); ferr != nil {
-		a.out.Class, a.out.Error = state.ClassInfraError, joinMsg(a.out.Error, "recording the outcome: "+ferr.Error())
-	}
-	rep.Class, rep.Reward, rep.Error = a.out.Class, a.out.Reward, a.out.Error
-	rep.Duration = time.Since(started)
-	e.emit(Event{Type: EventAttemptFinish, Address: rep.Address, AttemptID: a.id, Action: string(j.pa.Action),
-		Class: rep.Class, Reward: rep.Reward, Error: rep.Error, Duration: &rep.Duration})
-	return rep
+	out := *a.out
+	a.rec.do(func() error {
+		if err := e.store.Finish(a.id, final, &out); err != nil {
+			return fmt.Errorf("recording the outcome: %w", err)
+		}
+		return nil
+	})
+	a.rec.close(report)
 }
 
-// record writes the manifest's blobs, then the attempt, then opens its
-// event log: a record never names a blob that is not there yet.
+// record writes the manifest's blobs, then queues the attempt's record,
+// then opens its event log: a record never names a blob that is not there
+// yet. A normal run is recorded already in its agent stage.
 func (a *attemptRun) record() error {
 	j, st := a.j, a.e.store
 	m := state.Manifest{}
@@ -104,30 +116,44 @@ func (a *attemptRun) record() error {
 	if err := a.writeBlobs(&m); err != nil {
 		return fmt.Errorf("storing the manifest's files: %w", err)
 	}
-	if err := st.AddAttempt(&state.Attempt{ID: a.id, Address: j.pa.Address, RunID: a.e.runID, Manifest: m}); err != nil {
-		return fmt.Errorf("recording the attempt: %w", err)
-	}
 	log, err := openEventLog(st.EventLogPath(a.id))
 	if err != nil {
-		// The attempt is recorded: end it as an infrastructure error rather
-		// than leave it open.
-		msg := "opening the event log: " + err.Error()
-		now := time.Now().UTC()
-		_ = st.Finish(a.id, state.StatusErrored, &state.Outcome{Class: state.ClassInfraError, Error: msg, StartedAt: now, FinishedAt: now})
-		return errors.New(msg)
+		return fmt.Errorf("opening the event log: %w", err)
 	}
 	a.log = log
+	rec := &state.Attempt{ID: a.id, Address: j.pa.Address, RunID: a.e.runID, Manifest: m}
+	if a.runsAgent() {
+		now := time.Now().UTC()
+		rec.Transitions = []state.Transition{{Status: state.StatusAgent, At: now}}
+		a.log.note("stage", string(state.StatusAgent), "")
+	}
+	a.rec.do(func() error {
+		if err := st.AddAttempt(rec); err != nil {
+			return fmt.Errorf("recording the attempt: %w", err)
+		}
+		return nil
+	})
 	a.out.EventsLog = relToStore(st.Dir(), st.EventLogPath(a.id))
 	a.ws = st.WorkDir(a.id)
 	return nil
 }
 
-// transition records a stage start in state and tells the view.
+// runsAgent reports whether the attempt runs its agent stage (a re-verify
+// or re-judge reuses the prior one).
+func (a *attemptRun) runsAgent() bool {
+	return a.j.pa.Action != planner.ActionReverify && a.j.pa.Action != planner.ActionRejudge
+}
+
+// transition queues a stage start for the state and tells the view.
 func (a *attemptRun) transition(s state.Status, note string) error {
 	a.log.note("stage", string(s), note)
-	if err := a.e.store.Transition(a.id, state.Transition{Status: s, At: time.Now().UTC(), Note: note}); err != nil {
-		return infraErr("recording the %s stage: %v", s, err)
-	}
+	t := state.Transition{Status: s, At: time.Now().UTC(), Note: note}
+	a.rec.do(func() error {
+		if err := a.e.store.Transition(a.id, t); err != nil {
+			return fmt.Errorf("recording the %s stage: %w", s, err)
+		}
+		return nil
+	})
 	a.e.emit(Event{Type: EventAttemptStage, Address: a.j.pa.Address, AttemptID: a.id, Stage: s})
 	return nil
 }
@@ -140,9 +166,8 @@ func (a *attemptRun) stages(ctx context.Context) error {
 			return err
 		}
 	default:
-		if err := a.transition(state.StatusAgent, ""); err != nil {
-			return err
-		}
+		// Recorded with the attempt itself (see record).
+		a.e.emit(Event{Type: EventAttemptStage, Address: a.j.pa.Address, AttemptID: a.id, Stage: state.StatusAgent})
 		if err := a.agentStage(ctx); err != nil {
 			return err
 		}

@@ -191,6 +191,8 @@ type executor struct {
 
 	eventsMu sync.Mutex
 	blobs    sync.Map // SHA-256 of blobs stored by this apply
+	recorders
+	results chan AttemptReport
 }
 
 // job is one planned attempt with what it needs resolved up front.
@@ -213,6 +215,7 @@ func newExecutor(plan *planner.Plan, cfg *config.Config, store *state.Store, opt
 		opts.Env = func(string) (string, bool) { return "", false }
 	}
 	e := &executor{cfg: cfg, store: store, opts: opts}
+	e.recSem = make(chan struct{}, maxPendingRecords)
 	var diags hcl.Diagnostics
 	tasks := map[string]map[string]*dataset.Task{}
 	validated := map[string]bool{}
@@ -403,7 +406,7 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 	e.emit(Event{Type: EventRunStart, RunID: e.runID, Planned: len(e.work)})
 
 	queue := make(chan *job)
-	results := make(chan AttemptReport)
+	e.results = make(chan AttemptReport)
 	var wg sync.WaitGroup
 	workers := min(e.opts.Parallelism, max(len(e.work), 1))
 	for range workers {
@@ -411,7 +414,7 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			for j := range queue {
-				results <- e.attempt(ctx, j)
+				e.attempt(ctx, j)
 			}
 		}()
 	}
@@ -425,10 +428,15 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}()
-	go func() { wg.Wait(); close(results) }()
+	// Reports arrive from recorders, once an attempt's outcome is durable.
+	go func() {
+		wg.Wait()
+		e.recWG.Wait()
+		close(e.results)
+	}()
 
 	var storeErr error
-	for r := range results {
+	for r := range e.results {
 		report.Attempts = append(report.Attempts, r)
 	}
 	report.Interrupted = ctx.Err() != nil
