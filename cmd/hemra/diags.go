@@ -112,7 +112,7 @@ func diagsJSON(files map[string]*hcl.File, diags hcl.Diagnostics) any {
 				Start:    jsonPos{Line: r.Start.Line, Column: r.Start.Column, Byte: r.Start.Byte},
 				End:      jsonPos{Line: r.End.Line, Column: r.End.Column, Byte: r.End.Byte},
 			}
-			if f := files[r.Filename]; f != nil {
+			if f := files[r.Filename]; f != nil && r.Start.Line > 0 {
 				jd.Snippet = snippet(f, r, d)
 			}
 		}
