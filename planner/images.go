@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -83,18 +83,18 @@ type ImageUse struct {
 func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 	p := newPlanner(cfg, nil, Options{})
 	uses := map[string]*ImageUse{}
+	users := map[string]map[string]bool{}
 	add := func(ref, by string, rng *hcl.Range) {
 		u := uses[ref]
 		if u == nil {
 			u = &ImageUse{Reference: ref, Range: rng}
 			uses[ref] = u
+			users[ref] = map[string]bool{}
 		}
-		for _, b := range u.UsedBy {
-			if b == by {
-				return
-			}
+		if !users[ref][by] {
+			users[ref][by] = true
+			u.UsedBy = append(u.UsedBy, by)
 		}
-		u.UsedBy = append(u.UsedBy, by)
 	}
 	for _, e := range sortedEvals(cfg) {
 		taskImages := false
@@ -108,10 +108,12 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		if !taskImages || e.Dataset == nil {
 			continue
 		}
+		// Task images are used by the dataset's tasks: naming every task
+		// would list thousands; the range names the task's file.
+		by := "dataset." + e.Dataset.Name
 		for _, t := range e.Dataset.Tasks {
-			by := "task " + e.Dataset.Name + "/" + t.Name
 			for _, ref := range p.taskImageRefs(t) {
-				add(ref.ref, by, ref.rng)
+				add(ref.ref, by, ref.rangeIn(p, t))
 			}
 		}
 	}
@@ -182,22 +184,27 @@ func plural(n int, one, many string) string {
 }
 
 // resolve looks a reference up in Options.Images (or its own digest).
-func (p *planner) resolve(ref, usedBy string, rng *hcl.Range) (string, bool) {
+func (p *planner) resolve(ref, usedBy string, rng func() *hcl.Range) (string, bool) {
+	p.mu.Lock()
 	users := p.imagesUsed[ref]
 	if users == nil {
 		users = map[string]bool{}
 		p.imagesUsed[ref] = users
 	}
 	users[usedBy] = true
+	p.mu.Unlock()
 	if r, ok := p.opts.Images[ref]; ok && r.Digest != "" {
 		return r.Digest, true
 	}
 	if d, ok := DigestOf(ref); ok {
 		return d, true
 	}
-	if !p.imageDiags[ref] {
-		p.imageDiags[ref] = true
-		p.errorf(rng, "Image not resolved",
+	p.mu.Lock()
+	first := !p.imageDiags[ref]
+	p.imageDiags[ref] = true
+	p.mu.Unlock()
+	if first {
+		p.errorf(rng(), "Image not resolved",
 			"Image %q (used by %s) has no digest: it is not in %s and was not resolved. Run `hemra init` to pin it, or write it with its digest (%s@sha256:...).",
 			ref, usedBy, LockFileName, ref)
 	}
@@ -243,9 +250,23 @@ func imageOfPath(path string) (string, bool) {
 	return "", false
 }
 
+// fromLine is one base image of a task: its docker_image (file
+// "task.toml", line 0) or a FROM line of its Dockerfile.
 type fromLine struct {
-	ref string
-	rng *hcl.Range
+	ref       string
+	file      string // relative to the task directory
+	line, col int
+}
+
+// rangeIn is the diagnostic range of a task's image reference, computed
+// only when a diagnostic needs it.
+func (f fromLine) rangeIn(p *planner, t *dataset.Task) *hcl.Range {
+	r := &hcl.Range{Filename: p.taskFile(t, f.file)}
+	if f.line > 0 {
+		r.Start = hcl.Pos{Line: f.line, Column: f.col}
+		r.End = hcl.Pos{Line: f.line, Column: f.col + len(f.ref)}
+	}
+	return r
 }
 
 // taskImageRefs lists the images a task's own environment starts from:
@@ -253,7 +274,7 @@ type fromLine struct {
 func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
 	var out []fromLine
 	if t.Config != nil && t.Config.Environment.DockerImage != "" {
-		out = append(out, fromLine{ref: t.Config.Environment.DockerImage, rng: &hcl.Range{Filename: p.taskFile(t, "task.toml")}})
+		out = append(out, fromLine{ref: t.Config.Environment.DockerImage, file: "task.toml"})
 	}
 	if !t.HasDockerfile() {
 		return out
@@ -264,31 +285,52 @@ func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
 			sha = f.SHA256
 		}
 	}
-	if froms, ok := p.froms[sha]; ok {
-		return append(out, retarget(froms, p.taskFile(t, "environment/Dockerfile"))...)
+	if froms, ok := fromCache.get(sha); ok {
+		return append(out, froms...)
 	}
-	name := p.taskFile(t, "environment/Dockerfile")
 	data, err := os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
 	if err != nil {
-		p.diags = append(p.diags, &hcl.Diagnostic{
+		name := p.taskFile(t, "environment/Dockerfile")
+		p.addDiag(&hcl.Diagnostic{
 			Severity: hcl.DiagWarning, Summary: "Cannot read Dockerfile",
 			Detail: fmt.Sprintf("%s: %v; its base images are not pinned.", name, pathError(err)), Subject: &hcl.Range{Filename: name},
 		})
 		return out
 	}
-	froms := parseFrom(data, name)
-	p.froms[sha] = froms
+	froms := parseFrom(data)
+	if sha != "" && shaHex(data) == sha {
+		fromCache.put(sha, froms)
+	}
 	return append(out, froms...)
 }
 
-func retarget(froms []fromLine, name string) []fromLine {
-	out := make([]fromLine, len(froms))
-	for i, f := range froms {
-		r := *f.rng
-		r.Filename = name
-		out[i] = fromLine{ref: f.ref, rng: &r}
+// fromCache remembers the FROM lines of Dockerfiles by content hash, so a
+// process that plans twice (apply checking a saved plan, a benchmark)
+// reads each Dockerfile once. Content-addressed, so it is never stale.
+var fromCache = &contentCache{m: map[string][]fromLine{}}
+
+type contentCache struct {
+	mu sync.Mutex
+	m  map[string][]fromLine
+}
+
+func (c *contentCache) get(sha string) ([]fromLine, bool) {
+	if sha == "" {
+		return nil, false
 	}
-	return out
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.m[sha]
+	return f, ok
+}
+
+func (c *contentCache) put(sha string, f []fromLine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 200000 {
+		c.m = map[string][]fromLine{}
+	}
+	c.m[sha] = f
 }
 
 func (p *planner) taskFile(t *dataset.Task, rel string) string {
@@ -298,19 +340,23 @@ func (p *planner) taskFile(t *dataset.Task, rel string) string {
 // parseFrom reads the base images of a Dockerfile: FROM lines, skipping
 // build stages named earlier, scratch, and references built from ARGs
 // (which cannot be pinned without building).
-func parseFrom(data []byte, name string) []fromLine {
+func parseFrom(data []byte) []fromLine {
 	var out []fromLine
-	stages := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var stages map[string]bool
 	line := 0
-	for sc.Scan() {
+	for len(data) > 0 {
 		line++
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || !strings.EqualFold(fields[0], "FROM") {
+		var text []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			text, data = data[:i], data[i+1:]
+		} else {
+			text, data = data, nil
+		}
+		trimmed := bytes.TrimLeft(text, " \t")
+		if len(trimmed) < 5 || !bytes.EqualFold(trimmed[:4], []byte("FROM")) || (trimmed[4] != ' ' && trimmed[4] != '\t') {
 			continue
 		}
-		args := fields[1:]
+		args := strings.Fields(string(trimmed[5:]))
 		for len(args) > 0 && strings.HasPrefix(args[0], "--") {
 			args = args[1:]
 		}
@@ -320,17 +366,16 @@ func parseFrom(data []byte, name string) []fromLine {
 		ref := args[0]
 		earlierStage := stages[strings.ToLower(ref)]
 		if len(args) >= 3 && strings.EqualFold(args[1], "AS") {
+			if stages == nil {
+				stages = map[string]bool{}
+			}
 			stages[strings.ToLower(args[2])] = true
 		}
 		if ref == "scratch" || earlierStage || strings.Contains(ref, "$") {
 			continue
 		}
-		col := strings.Index(sc.Text(), ref) + 1
-		out = append(out, fromLine{ref: ref, rng: &hcl.Range{
-			Filename: name,
-			Start:    hcl.Pos{Line: line, Column: col},
-			End:      hcl.Pos{Line: line, Column: col + len(ref)},
-		}})
+		col := bytes.Index(text, []byte(ref)) + 1
+		out = append(out, fromLine{ref: ref, file: "environment/Dockerfile", line: line, col: col})
 	}
 	return out
 }
@@ -338,11 +383,11 @@ func parseFrom(data []byte, name string) []fromLine {
 // taskImages records a task's images for a harness running the task's
 // own image, and what the provider needs to run or build it.
 func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval) {
-	by := "task " + e.Dataset.Name + "/" + t.Name
+	by := "dataset." + e.Dataset.Name
 	refs := p.taskImageRefs(t)
 	from := map[string]string{}
 	for _, r := range refs {
-		d, ok := p.resolve(r.ref, by, r.rng)
+		d, ok := p.resolve(r.ref, by, func() *hcl.Range { return r.rangeIn(p, t) })
 		if !ok {
 			continue
 		}

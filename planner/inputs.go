@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,7 +176,7 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 		}
 		if sb.Image != "" && settings.Kind != config.KindLocal && settings.Kind != config.KindSprites {
 			rng := rangeOf(sb.Attrs, "image", sb.DeclRange)
-			if digest, ok := p.resolve(sb.Image, "sandbox."+sb.Name, rng); ok {
+			if digest, ok := p.resolve(sb.Image, "sandbox."+sb.Name, func() *hcl.Range { return rng }); ok {
 				l.raw("image "+sb.Image, digest)
 				hi.images[sb.Image] = digest
 				hi.settings.Image = pinned(sb.Image, digest)
@@ -253,14 +254,25 @@ func relTo(base, full string) string {
 	return full
 }
 
-// task computes a task's agent and verify groups for one kind of harness.
-func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *config.Harness) *taskInfo {
-	key := taskKey{task: t, solution: hi.oracle, images: hi.usesTaskImage}
-	if ti, ok := p.tasks[key]; ok {
-		return ti
+// taskBase is what every harness shares of a task: its agent inputs
+// without the solution or images, the oracle's extra inputs, and its
+// verify group. Computed once per task, however many harnesses use it.
+type taskBase struct {
+	agent    []state.Input
+	solution []state.Input
+	plain    *group // agent group without solution or images
+	verify   *group
+}
+
+func (p *planner) taskBase(t *dataset.Task) *taskBase {
+	p.mu.Lock()
+	b, ok := p.bases[t]
+	p.mu.Unlock()
+	if ok {
+		return b
 	}
-	ti := &taskInfo{images: map[string]string{}}
 	agent := inputList{stage: StageAgent}
+	solution := inputList{stage: StageAgent}
 	verify := inputList{stage: StageVerify}
 	switch t.Kind {
 	case "jsonl":
@@ -278,9 +290,7 @@ func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *conf
 				case strings.Contains(f.Path, "/tests/"):
 					verify.file("task."+f.Path, f.SHA256, f.Size, true)
 				case strings.Contains(f.Path, "/solution/"):
-					if key.solution {
-						agent.file("task."+f.Path, f.SHA256, f.Size, true)
-					}
+					solution.file("task."+f.Path, f.SHA256, f.Size, true)
 				default:
 					agent.file("task."+f.Path, f.SHA256, f.Size, true)
 				}
@@ -289,22 +299,17 @@ func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *conf
 		for _, f := range t.Tests {
 			verify.file("task."+f.Path, f.SHA256, f.Size, true)
 		}
-		if key.solution {
-			for _, f := range t.Solution {
-				agent.file("task."+f.Path, f.SHA256, f.Size, true)
-			}
+		for _, f := range t.Solution {
+			solution.file("task."+f.Path, f.SHA256, f.Size, true)
 		}
 		if c := t.Config; c != nil {
 			section := func(l *inputList, name string, v any) {
-				b, _ := json.Marshal(v)
-				l.flattenJSON("task.toml."+name, b, false)
+				l.flattenStruct("task.toml."+name, reflect.ValueOf(v), false)
 			}
 			section(&agent, "agent", c.Agent)
 			section(&agent, "environment", c.Environment)
 			section(&agent, "artifacts", c.Artifacts)
-			if key.solution {
-				section(&agent, "solution", c.Solution)
-			}
+			section(&solution, "solution", c.Solution)
 			section(&verify, "verifier", c.Verifier)
 			if c.MultiStepRewardStrategy != "" {
 				verify.literal("task.toml.multi_step_reward_strategy", c.MultiStepRewardStrategy)
@@ -327,21 +332,54 @@ func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *conf
 				case "agent", "environment":
 					agent.flatten("task.toml."+k, v, strings.Contains(k, "env"))
 				case "solution":
-					if key.solution {
-						agent.flatten("task.toml."+k, v, true)
-					}
+					solution.flatten("task.toml."+k, v, true)
 				case "verifier":
 					verify.flatten("task.toml."+k, v, strings.Contains(k, "env"))
 				}
 			}
 		}
-		if key.images {
+	}
+	b = &taskBase{
+		agent:    agent.inputs,
+		solution: solution.inputs,
+		plain:    newGroup("task", append([]state.Input(nil), agent.inputs...)),
+		verify:   newGroup("task", verify.inputs),
+	}
+	p.mu.Lock()
+	p.bases[t] = b
+	p.mu.Unlock()
+	return b
+}
+
+// task computes a task's agent and verify groups for one kind of harness:
+// the oracle's agent stage includes the solution, and a harness running
+// the task's own image on docker includes the image digests.
+func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *config.Harness) *taskInfo {
+	key := taskKey{task: t, solution: hi.oracle, images: hi.usesTaskImage}
+	p.mu.Lock()
+	ti, ok := p.tasks[key]
+	p.mu.Unlock()
+	if ok {
+		return ti
+	}
+	b := p.taskBase(t)
+	ti = &taskInfo{images: map[string]string{}, verify: b.verify}
+	if !key.solution && (!key.images || t.Kind == "jsonl") {
+		ti.agent = b.plain
+	} else {
+		agent := inputList{stage: StageAgent, inputs: make([]state.Input, 0, len(b.agent)+len(b.solution)+2)}
+		agent.inputs = append(agent.inputs, b.agent...)
+		if key.solution {
+			agent.inputs = append(agent.inputs, b.solution...)
+		}
+		if key.images && t.Kind != "jsonl" {
 			p.taskImages(t, ti, &agent, e)
 		}
+		ti.agent = newGroup("task", agent.inputs)
 	}
-	ti.agent = newGroup("task", agent.inputs)
-	ti.verify = newGroup("task", verify.inputs)
+	p.mu.Lock()
 	p.tasks[key] = ti
+	p.mu.Unlock()
 	return ti
 }
 

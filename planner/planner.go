@@ -2,9 +2,11 @@ package planner
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -41,6 +43,7 @@ type planner struct {
 
 	harnesses map[*config.Harness]*harnessInfo
 	tasks     map[taskKey]*taskInfo
+	bases     map[*dataset.Task]*taskBase
 	verifiers map[*config.Eval]*group
 	judges    map[*config.Eval]*judgeInfo
 	attempts  map[int]*group
@@ -51,6 +54,11 @@ type planner struct {
 	imagesUsed map[string]map[string]bool
 	imageDiags map[string]bool
 	diffCache  map[string]string
+
+	// mu guards the caches task workers share (tasks, imagesUsed,
+	// imageDiags); diagMu guards diags.
+	mu     sync.Mutex
+	diagMu sync.Mutex
 }
 
 // harnessInfo is everything about one harness that does not depend on the
@@ -101,23 +109,30 @@ func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
 		cfg: cfg, prior: prior, opts: opts,
 		harnesses:  map[*config.Harness]*harnessInfo{},
 		tasks:      map[taskKey]*taskInfo{},
+		bases:      map[*dataset.Task]*taskBase{},
 		verifiers:  map[*config.Eval]*group{},
 		judges:     map[*config.Eval]*judgeInfo{},
 		attempts:   map[int]*group{},
 		trees:      map[string][]treeFile{},
-		froms:      map[string][]fromLine{},
 		imagesUsed: map[string]map[string]bool{},
 		imageDiags: map[string]bool{},
 	}
 }
 
 func (p *planner) errorf(subject *hcl.Range, summary, format string, args ...any) {
-	p.diags = append(p.diags, &hcl.Diagnostic{
+	p.addDiag(&hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  summary,
 		Detail:   fmt.Sprintf(format, args...),
 		Subject:  subject,
 	})
+}
+
+// addDiag records a diagnostic; task workers call it concurrently.
+func (p *planner) addDiag(d *hcl.Diagnostic) {
+	p.diagMu.Lock()
+	p.diags = append(p.diags, d)
+	p.diagMu.Unlock()
 }
 
 func (p *planner) plan() (*Plan, hcl.Diagnostics) {
@@ -251,7 +266,9 @@ func sortedHarnesses(e *config.Eval) []*config.Harness {
 }
 
 // expand lists every declared attempt (within -target) with its
-// fingerprints.
+// fingerprints. Tasks are independent, so their inputs and their
+// attempts' fingerprints are computed by one worker per CPU; the result
+// is in the same order whatever the scheduling.
 func (p *planner) expand(evals []*config.Eval) []*declared {
 	var out []*declared
 	semantics := p.opts.ExecutionSemanticsVersion
@@ -261,15 +278,23 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 		}
 		vg := p.verifierGroup(e)
 		jg := p.judgeGroup(e)
+		attemptGroups := make([]*group, e.Attempts+1)
+		for rep := 1; rep <= e.Attempts; rep++ {
+			attemptGroups[rep] = p.attemptGroup(rep, semantics)
+		}
 		for _, h := range sortedHarnesses(e) {
 			hi := p.harness(h)
 			if hi == nil {
 				continue
 			}
 			prefix := e.Name + "/" + h.Name + "/"
-			for _, t := range e.Dataset.Tasks {
+			tasks := e.Dataset.Tasks
+			perTask := make([][]*declared, len(tasks))
+			parallel(len(tasks), func(i int) {
+				t := tasks[i]
 				base := prefix + t.Name
 				var ti *taskInfo
+				var ds []*declared
 				for rep := 1; rep <= e.Attempts; rep++ {
 					addr := base + "#" + strconv.Itoa(rep)
 					if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
@@ -284,16 +309,53 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						},
 						eval: e, h: h, hi: hi, ti: ti, task: t, rep: rep,
 					}
-					ag := p.attemptGroup(rep, semantics)
-					d.fp[0] = fingerprint(StageAgent, ag, hi.group, ti.agent)
-					d.fp[1] = fingerprint(StageVerify, chainGroup(StageVerify, chainAgent, d.fp[0]), ti.verify, vg)
-					d.fp[2] = fingerprint(StageJudge, chainGroup(StageJudge, chainVerify, d.fp[1]), jg.group)
-					out = append(out, d)
+					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], hi.group, ti.agent)
+					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, d.fp[0], ti.verify, vg)
+					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, d.fp[1], jg.group, nil)
+					ds = append(ds, d)
 				}
+				perTask[i] = ds
+			})
+			for _, ds := range perTask {
+				out = append(out, ds...)
 			}
 		}
 	}
 	return out
+}
+
+// parallel runs fn(0..n-1) on one worker per CPU.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next sync.Mutex
+	i := 0
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				next.Lock()
+				// Hand out chunks so the lock is rarely contended.
+				start := i
+				i += 64
+				next.Unlock()
+				if start >= n {
+					return
+				}
+				for j := start; j < min(start+64, n); j++ {
+					fn(j)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func chainGroup(stage, path, fp string) *group {
