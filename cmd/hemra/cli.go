@@ -112,7 +112,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { if exit < 0 { exit = code } }),
+		kong.Exit(func(code int) {
+			if exit < 0 {
+				exit = code
+			}
+		}),
 		kong.Vars{"version": Version},
 		kong.Resolvers(envResolver(environ)),
 	)
