@@ -68,12 +68,19 @@ func (s *Store) commitLoop() {
 
 // commit runs a batch in one transaction. A write that fails is answered
 // with its error and the batch is retried without it, so one bad write
-// never takes the others down with it.
+// never takes the others down with it. Callers are answered once state.db
+// is closed again, so a read right after a write never waits for it.
 func (s *Store) commit(batch []*writeReq) {
+	results := make(map[*writeReq]error, len(batch))
+	defer func() {
+		for r, err := range results {
+			r.done <- err
+		}
+	}()
 	db, err := s.openDB(true)
 	if err != nil {
 		for _, r := range batch {
-			r.done <- err
+			results[r] = err
 		}
 		return
 	}
@@ -92,11 +99,11 @@ func (s *Store) commit(batch []*writeReq) {
 		})
 		if failed == nil {
 			for _, r := range batch {
-				r.done <- err
+				results[r] = err
 			}
 			return
 		}
-		failed.done <- failErr
+		results[failed] = failErr
 		rest := batch[:0:0]
 		for _, r := range batch {
 			if r != failed {
