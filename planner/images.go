@@ -384,6 +384,20 @@ func parseFrom(data []byte) []fromLine {
 // own image, and what the provider needs to run or build it.
 func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval) {
 	by := "dataset." + e.Dataset.Name
+	if t.HasCompose() {
+		// The docker sandbox runs one container per stage; a compose
+		// environment's services would silently not exist.
+		var compose string
+		for _, f := range t.Environment {
+			if strings.Contains(f.Path, "compose") {
+				compose = f.Path
+			}
+		}
+		p.errorf(&hcl.Range{Filename: p.taskFile(t, compose)}, "docker-compose tasks are not supported",
+			"Task %q of dataset %q declares its environment with %s, which the docker sandbox does not run (one container per stage). Exclude it from the dataset (exclude = [%q]) or give it an environment/Dockerfile without the compose file.",
+			t.Name, e.Dataset.Name, compose, t.Name)
+		return
+	}
 	refs := p.taskImageRefs(t)
 	from := map[string]string{}
 	for _, r := range refs {

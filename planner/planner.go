@@ -563,7 +563,9 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	for r, dg := range d.ti.images {
 		images[r] = dg
 	}
-	settings := d.hi.settings
+	// task.toml's cpus, memory_mb and allow_internet narrow the operator's
+	// settings, never loosen them.
+	settings := sandbox.ForTask(d.hi.settings, d.task)
 	if d.hi.usesTaskImage {
 		settings.Image = d.ti.image
 		settings.Build = d.ti.build

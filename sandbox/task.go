@@ -1,0 +1,29 @@
+package sandbox
+
+import "github.com/hemra-dev/hemra/dataset"
+
+// ForTask narrows the operator's settings s of a container sandbox by a
+// Harbor task's task.toml [environment]: cpus and memory_mb lower the
+// limits (never raise them past the operator's), allow_internet = false
+// closes the network while allow_internet = true opens nothing the
+// operator did not, and the task's workdir is used. Other kinds, and
+// tasks without a task.toml, keep s.
+func ForTask(s Settings, t *dataset.Task) Settings {
+	if t == nil || t.Config == nil || kindOf(s) != kindDocker {
+		return s
+	}
+	env := t.Config.Environment
+	if env.CPUs > 0 && (s.CPUs <= 0 || env.CPUs < s.CPUs) {
+		s.CPUs = env.CPUs
+	}
+	if mem := env.MemoryMB << 20; env.MemoryMB > 0 && (s.Memory <= 0 || mem < s.Memory) {
+		s.Memory = mem
+	}
+	if env.AllowInternet != nil && !*env.AllowInternet {
+		s.Network = "none"
+	}
+	if env.Workdir != "" {
+		s.Workdir = env.Workdir
+	}
+	return s
+}
