@@ -1,52 +1,53 @@
-# The Docker quickstart: a program harness in a hardened container, the
-# quickstart's tasks, and a model-graded judge. Build the harness image
-# first (see README.md), then:
+# The Docker quickstart: a program harness in a hardened container on the
+# quickstart's tasks, each verified in its own container on a snapshot of
+# the agent's. Build the harness image first (see README.md), then:
 #
-#   hemra validate
+#   hemra init      # pins hemra-example-harness:latest in hemra.lock.hcl
 #   hemra plan
 #   hemra apply
 
 variable "model" {
   type        = string
   default     = "gpt-5-mini"
-  description = "Model the example harness and the judge call."
+  description = "Model a real harness would call (the example harness calls none)."
 }
 
 # Every isolation setting spelled out, at hemra's defaults or tighter.
 sandbox "hardened" {
   kind      = "docker"
-  image     = "hemra-example-harness:latest" # pinned to a digest by `hemra init`
+  image     = "hemra-example-harness:latest" # built by ./build-image.sh, pinned by `hemra init`
   network   = "none"                         # the harness reaches no host
   memory    = "1g"
   cpus      = 1
   pids      = 256
-  read_only = true
-  mounts    = ["./harness:/harness"] # read-only
+  read_only = true # a tmpfs /tmp; the work and log folders stay writable
 }
 
+# examples/harness-go, baked into the image by ./build-image.sh. It writes
+# the file its args name, so it solves hello-world and fails the others:
+# a task failure is a result (reward 0), not an error.
 harness "example" {
-  command = ["/harness/agent"]
+  command = ["/usr/local/bin/harness-go"]
   sandbox = sandbox.hardened
-  args    = { model = var.model, max_turns = 10 }
+  args    = { file = "hello.txt", content = "Hello, world!\n", model = var.model }
   timeout = "5m"
-}
-
-harness "oracle" {
-  builtin = "oracle"
-  sandbox = sandbox.hardened
 }
 
 dataset "quickstart" {
   source = "../quickstart/tasks"
 }
 
+# The verifier runs each task's tests/test.sh in a separate container
+# started from a snapshot of the agent's: no network, same hardening.
 verifier "isolated" {
   network = "none"
   timeout = "2m"
 }
 
-# The judge reaches its model only through hemra's gateway, which adds the
-# key named by key_env; the key never enters a container or the store.
+# A model-graded judge, for when a key and the network are at hand: add
+# `judges = [judge.quality]` to the eval and set OPENAI_API_KEY. The judge
+# reaches its model only through hemra's gateway, which adds the key; the
+# key never enters a container or the store.
 judge "quality" {
   source    = "./judges/quality"
   base_url  = "https://api.openai.com/v1"
@@ -57,9 +58,8 @@ judge "quality" {
 
 eval "hardened" {
   dataset   = dataset.quickstart
-  harnesses = [harness.oracle, harness.example]
+  harnesses = [harness.example]
   attempts  = 1
   verifier  = verifier.isolated
-  judges    = [judge.quality]
   require   = ["network_block", "resource_limit"]
 }
