@@ -88,3 +88,60 @@ func TestStateCheckReportsInconsistency(t *testing.T) {
 		t.Errorf("state check with a missing blob: exit %d, %q", code, out.String())
 	}
 }
+
+// TestStateShowFullRecord shows an attempt with every part of an outcome.
+func TestStateShowFullRecord(t *testing.T) {
+	dir := t.TempDir()
+	w, err := state.Open(filepath.Join(dir, ".hemra"), state.Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := statetest.Attempt("baseline/agent/hello#1", "fp0")
+	if err := w.AddAttempt(first); err != nil {
+		t.Fatal(err)
+	}
+	a := statetest.Attempt("baseline/agent/hello#1", "fp1")
+	a.Manifest.Images = map[string]string{"python:3.12-slim": "sha256:abc"}
+	a.Manifest.Sandbox = state.SandboxRecord{Kind: "docker", Loosenings: []string{`network = "bridge"`}, Required: []string{"resource_limit"}, Offered: []string{"resource_limit", "custom_image"}}
+	a.Manifest.ReusedAgentFrom = first.ID
+	if err := w.AddAttempt(a); err != nil {
+		t.Fatal(err)
+	}
+	reward := 0.5
+	err = w.Finish(a.ID, state.StatusFinished, &state.Outcome{
+		Class: state.ClassTaskFailure, Reward: &reward, Rewards: map[string]float64{"reward": 0.5, "style": 1},
+		Judges:     map[string]state.JudgeScore{"quality": {Score: 0.8, Model: "m1"}},
+		Artifacts:  []state.Artifact{{Path: "out.txt", Size: 3, SHA256: "ab"}},
+		StderrTail: "line one\nline two\n", EventsLog: "events/x.jsonl", EventCount: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var out, errb bytes.Buffer
+	if code := Main([]string{"-chdir", dir, "state", "show", "baseline/agent/hello#1"}, nil, &out, &errb, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{
+		"current; 1 earlier attempts: " + first.ID,
+		"agent reused from   " + first.ID,
+		`loosenings          network = "bridge"`,
+		"required            resource_limit",
+		"offered             resource_limit, custom_image",
+		"image               python:3.12-slim => sha256:abc",
+		"env names           OPENAI_API_KEY",
+		"reward.style   1",
+		"judge quality  0.8 (m1)",
+		"events         events/x.jsonl (7 events)",
+		"artifact       out.txt  3 bytes  sha256:ab",
+		"Stderr (tail)\n  line one\n  line two\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("state show lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := Main([]string{"-chdir", dir, "state", "show", first.ID}, nil, &out, &errb, nil); code != 0 || !strings.Contains(out.String(), "not the current attempt; 2 recorded at this address") {
+		t.Errorf("state show of the older attempt by id: exit %d:\n%s", code, out.String())
+	}
+}
