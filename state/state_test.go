@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,37 @@ func TestChild(t *testing.T) {
 		_ = st.Transition(running.ID, state.Transition{Status: state.StatusAgent})
 		fmt.Println("ready", running.ID)
 		time.Sleep(time.Minute)
+	case "churn":
+		// Write without pause, from several goroutines, until killed (or a
+		// minute has passed).
+		st, err := state.Open(dir, state.Options{Writer: true, LockTimeout: 10 * time.Second})
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		if _, err := st.RecoverInterrupted(); err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Println("ready")
+		deadline := time.Now().Add(time.Minute)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(deadline); i++ {
+					a := statetest.Attempt(fmt.Sprintf("e/h/t%d-%d#1", g, i%20), "fp")
+					sha, _ := st.PutBlob([]byte(fmt.Sprint("blob ", g, " ", i)))
+					a.Manifest.Inputs = append(a.Manifest.Inputs, state.Input{Stage: "agent", Path: "x", Blob: sha})
+					if st.AddAttempt(a) != nil || st.Transition(a.ID, state.Transition{Status: state.StatusAgent}) != nil ||
+						st.Finish(a.ID, state.StatusFinished, &state.Outcome{Class: state.ClassPassed}) != nil {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
 	}
 }
 
@@ -150,5 +182,66 @@ func TestKilledWriter(t *testing.T) {
 	rep, err := w.Check()
 	if err != nil || len(rep.Problems) != 0 {
 		t.Errorf("Check after the kill: %+v, %v", rep, err)
+	}
+}
+
+// TestKilledWriterAnyPoint kills a writer that writes without pause, at a
+// different moment each round, and checks that every time the next writer
+// finds a consistent store: no half-written record, every attempt ended or
+// recovered as interrupted, and Check clean.
+func TestKilledWriterAnyPoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills 6 processes")
+	}
+	dir := t.TempDir()
+	var lineage string
+	var serial uint64
+	for round := range 6 {
+		cmd := child(t, "churn", dir)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: writer process said %q, %v", round, line, err)
+		}
+		// Vary where in its work the writer dies.
+		time.Sleep(time.Duration(20+37*round) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+
+		w, err := state.Open(dir, state.Options{Writer: true})
+		if err != nil {
+			t.Fatalf("round %d: opening after the kill: %v", round, err)
+		}
+		if _, err := w.RecoverInterrupted(); err != nil {
+			t.Fatalf("round %d: RecoverInterrupted: %v", round, err)
+		}
+		m, _ := w.Meta()
+		if lineage != "" && m.Lineage != lineage || m.Serial < serial {
+			t.Errorf("round %d: meta %+v after lineage %s serial %d", round, m, lineage, serial)
+		}
+		lineage, serial = m.Lineage, m.Serial
+		rep, err := w.Check()
+		if err != nil || len(rep.Problems) != 0 {
+			t.Errorf("round %d: Check: %+v, %v", round, rep.Problems, err)
+		}
+		err = w.ForEachCurrent(func(addr string, c state.Current) error {
+			if !c.Status.Terminal() {
+				t.Errorf("round %d: %s is %s after recovery", round, addr, c.Status)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		t.Logf("round %d: %d attempts, %d blobs, %d orphan blobs, serial %d", round, rep.Attempts, rep.Blobs, len(rep.OrphanBlobs), m.Serial)
 	}
 }
