@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,10 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("HEMRA_TEST_DOCKER", os.Getenv("HEMRA_TEST_DOCKER"))
+			// The repository, for scripts that run its examples.
+			if repo, err := filepath.Abs("../.."); err == nil {
+				env.Setenv("HEMRA_REPO", repo)
+			}
 			if ref, err := scriptDocker(); err == nil {
 				env.Setenv("HEMRA_TEST_BUSYBOX", ref)
 			}
