@@ -63,10 +63,20 @@ func (r *Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	}
 	named = reference.TagNameOnly(named)
 
+	repo := reference.FamiliarName(named)
 	local, localErr := r.cli.ImageInspect(ctx, ref)
-	if localErr == nil && len(local.RepoDigests) == 0 {
-		// Built here and never pushed: the image ID is its only identity.
-		return local.ID, nil
+	var localDigest string
+	if localErr == nil {
+		for _, d := range local.RepoDigests {
+			if strings.HasPrefix(d, repo+"@") {
+				localDigest = d
+			}
+		}
+		if localDigest == "" {
+			// Built here and never pulled or pushed under this name: the
+			// image ID is its only identity.
+			return local.ID, nil
+		}
 	}
 	auth, err := registryAuth(r.environ, reference.FamiliarString(named))
 	if err != nil {
@@ -74,15 +84,10 @@ func (r *Resolver) Resolve(ctx context.Context, ref string) (string, error) {
 	}
 	dist, distErr := r.cli.DistributionInspect(ctx, named.String(), auth)
 	if distErr == nil {
-		return reference.FamiliarName(named) + "@" + dist.Descriptor.Digest.String(), nil
+		return repo + "@" + dist.Descriptor.Digest.String(), nil
 	}
-	if localErr == nil {
-		repo := reference.FamiliarName(named)
-		for _, d := range local.RepoDigests {
-			if strings.HasPrefix(d, repo+"@") {
-				return d, nil
-			}
-		}
+	if localDigest != "" {
+		return localDigest, nil
 	}
 	return "", fmt.Errorf("image %s: %w", ref, classify(distErr))
 }
