@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hemra-dev/hemra/state"
@@ -70,15 +72,20 @@ const (
 
 // group is a sorted list of inputs of one stage and one group, with its
 // hash computed once.
+//
+// Task groups are compacted (inputs dropped, hash kept) as soon as they
+// are hashed: 20,000 tasks' inputs would otherwise stay in memory for
+// attempts that are no-ops. A manifest rebuilds them (planner.taskInputs).
 type group struct {
 	name   string
 	inputs []state.Input
+	n      int // len(inputs) before compaction
 	sum    [sha256.Size]byte
 }
 
 func newGroup(name string, inputs []state.Input) *group {
-	sort.Slice(inputs, func(i, j int) bool { return inputs[i].Path < inputs[j].Path })
-	g := &group{name: name, inputs: inputs}
+	slices.SortFunc(inputs, func(a, b state.Input) int { return strings.Compare(a.Path, b.Path) })
+	g := &group{name: name, inputs: inputs, n: len(inputs)}
 	h := sha256.New()
 	var buf []byte
 	for _, in := range inputs {
@@ -95,13 +102,13 @@ func newGroup(name string, inputs []state.Input) *group {
 // fingerprint combines group hashes into a stage fingerprint. groups must
 // be sorted by name; empty groups are skipped. It runs three times per
 // attempt, so it works in a stack buffer.
-func fingerprint(stage string, groups ...*group) string {
+func fingerprint(stage string, groups ...*group) fpHex {
 	var arr [512]byte
 	buf := append(arr[:0], "hemra-fp/1 "...)
 	buf = append(buf, stage...)
 	buf = append(buf, '\n')
 	for _, g := range groups {
-		if g == nil || len(g.inputs) == 0 {
+		if g == nil || g.n == 0 {
 			continue
 		}
 		buf = append(buf, g.name...)
@@ -110,26 +117,32 @@ func fingerprint(stage string, groups ...*group) string {
 		buf = append(buf, '\n')
 	}
 	sum := sha256.Sum256(buf)
-	var out [64]byte
+	var out fpHex
 	hex.Encode(out[:], sum[:])
-	return string(out[:])
+	return out
 }
+
+// fpHex is a fingerprint in hex, held inline so 100,000 attempts' three
+// fingerprints are not 300,000 separate strings.
+type fpHex [64]byte
+
+func (f *fpHex) String() string { return string(f[:]) }
+
+// equals compares with a recorded fingerprint without allocating.
+func (f *fpHex) equals(s string) bool { return string(f[:]) == s }
 
 // chainedFingerprint is fingerprint with a "chain" group holding one input
 // (the previous stage's fingerprint) before two other groups, computed
 // without building the group: it runs twice per attempt.
-func chainedFingerprint(stage, chainPath, prev string, g1, g2 *group) string {
+func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2 *group) fpHex {
 	var line [128]byte
 	b := append(line[:0], chainPath...)
 	b = append(b, 0)
-	b = append(b, prev...)
+	b = append(b, prev[:]...)
 	b = append(b, '\n')
-	chain := group{name: "chain", inputs: chainMarker, sum: sha256.Sum256(b)}
+	chain := group{name: "chain", n: 1, sum: sha256.Sum256(b)}
 	return fingerprint(stage, &chain, g1, g2)
 }
-
-// chainMarker makes the chain group count as non-empty.
-var chainMarker = []state.Input{{}}
 
 // Fingerprint recomputes a stage's fingerprint from a manifest's inputs
 // (all stages may be passed; only stage's are used).
@@ -150,7 +163,8 @@ func Fingerprint(stage string, inputs []state.Input) string {
 	for i, n := range names {
 		groups[i] = newGroup(n, append([]state.Input(nil), byGroup[n]...))
 	}
-	return fingerprint(stage, groups...)
+	fp := fingerprint(stage, groups...)
+	return fp.String()
 }
 
 // inputList collects the inputs of one group.
@@ -252,24 +266,12 @@ func (l *inputList) flattenStruct(path string, v reflect.Value, secret bool) {
 		}
 		l.flattenStruct(path, v.Elem(), secret)
 	case reflect.Struct:
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			fv := v.Field(i)
+		for _, f := range structFields(v.Type()) {
+			fv := v.Field(f.index)
 			if fv.IsZero() {
 				continue
 			}
-			l.flattenStruct(path+"."+name, fv, secret || name == "env")
+			l.flattenStruct(path+"."+f.name, fv, secret || f.name == "env")
 		}
 	case reflect.Map:
 		if v.Len() == 0 {
@@ -287,6 +289,38 @@ func (l *inputList) flattenStruct(path string, v reflect.Value, secret bool) {
 		}
 		l.raw(path, value)
 	}
+}
+
+type structField struct {
+	index int
+	name  string // the json name
+}
+
+var fieldCache sync.Map // reflect.Type -> []structField
+
+// structFields lists a struct type's exported fields by json name, once
+// per type.
+func structFields(t reflect.Type) []structField {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.([]structField)
+	}
+	var out []structField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, structField{index: i, name: name})
+	}
+	fieldCache.Store(t, out)
+	return out
 }
 
 // leafJSON encodes a scalar (or, through encoding/json, a list) as JSON.

@@ -382,7 +382,7 @@ func parseFrom(data []byte) []fromLine {
 
 // taskImages records a task's images for a harness running the task's
 // own image, and what the provider needs to run or build it.
-func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval) {
+func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval, hashOnly bool) {
 	by := "dataset." + e.Dataset.Name
 	if t.HasCompose() {
 		// The docker sandbox runs one container per stage; a compose
@@ -406,8 +406,16 @@ func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *con
 			continue
 		}
 		l.raw("task.image "+r.ref, d)
-		ti.images[r.ref] = d
-		from[r.ref] = pinned(r.ref, d)
+		if !hashOnly {
+			if ti.images == nil {
+				ti.images = map[string]string{}
+			}
+			ti.images[r.ref] = d
+			from[r.ref] = pinned(r.ref, d)
+		}
+	}
+	if hashOnly {
+		return
 	}
 	if t.Config != nil && t.Config.Environment.DockerImage != "" {
 		ti.image = from[t.Config.Environment.DockerImage]

@@ -256,21 +256,15 @@ func relTo(base, full string) string {
 
 // taskBase is what every harness shares of a task: its agent inputs
 // without the solution or images, the oracle's extra inputs, and its
-// verify group. Computed once per task, however many harnesses use it.
+// verify inputs. expand computes it once per task for all the eval's
+// harnesses and drops it; manifests rebuild it.
 type taskBase struct {
 	agent    []state.Input
 	solution []state.Input
-	plain    *group // agent group without solution or images
-	verify   *group
+	verify   []state.Input
 }
 
-func (p *planner) taskBase(t *dataset.Task) *taskBase {
-	p.mu.Lock()
-	b, ok := p.bases[t]
-	p.mu.Unlock()
-	if ok {
-		return b
-	}
+func taskBaseOf(t *dataset.Task) *taskBase {
 	agent := inputList{stage: StageAgent}
 	solution := inputList{stage: StageAgent}
 	verify := inputList{stage: StageVerify}
@@ -339,47 +333,49 @@ func (p *planner) taskBase(t *dataset.Task) *taskBase {
 			}
 		}
 	}
-	b = &taskBase{
-		agent:    agent.inputs,
-		solution: solution.inputs,
-		plain:    newGroup("task", append([]state.Input(nil), agent.inputs...)),
-		verify:   newGroup("task", verify.inputs),
-	}
-	p.mu.Lock()
-	p.bases[t] = b
-	p.mu.Unlock()
-	return b
+	return &taskBase{agent: agent.inputs, solution: solution.inputs, verify: verify.inputs}
 }
 
-// task computes a task's agent and verify groups for one kind of harness:
-// the oracle's agent stage includes the solution, and a harness running
-// the task's own image on docker includes the image digests.
-func (p *planner) task(t *dataset.Task, hi *harnessInfo, e *config.Eval, h *config.Harness) *taskInfo {
-	key := taskKey{task: t, solution: hi.oracle, images: hi.usesTaskImage}
-	p.mu.Lock()
-	ti, ok := p.tasks[key]
-	p.mu.Unlock()
-	if ok {
+// taskVariant builds a task's agent and verify groups for one kind of
+// harness: the oracle's agent stage includes the solution, and a harness
+// running the task's own image on docker includes the image digests.
+// The groups keep their inputs; callers that only need the hashes
+// compact them.
+//
+// hashOnly skips what only a manifest needs (the image map and build
+// spec) and reuses verify, which is the same for every kind of harness.
+func (p *planner) taskVariant(b *taskBase, t *dataset.Task, key taskKey, e *config.Eval, hashOnly bool, verify *group) *taskInfo {
+	ti := &taskInfo{verify: verify}
+	agent := inputList{stage: StageAgent, inputs: make([]state.Input, 0, len(b.agent)+len(b.solution)+2)}
+	agent.inputs = append(agent.inputs, b.agent...)
+	if key.solution {
+		agent.inputs = append(agent.inputs, b.solution...)
+	}
+	if key.images && t.Kind != "jsonl" {
+		p.taskImages(t, ti, &agent, e, hashOnly)
+	}
+	ti.agent = newGroup("task", agent.inputs)
+	if ti.verify == nil {
+		ti.verify = newGroup("task", append([]state.Input(nil), b.verify...))
+	}
+	return ti
+}
+
+// taskInputs rebuilds the full task inputs of an attempt for its
+// manifest. Bases are cached for the manifest phase only: a plan with
+// many attempts to run rebuilds each task once.
+func (p *planner) taskInputs(d *declared) *taskInfo {
+	key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
+	if ti, ok := p.tasks[key]; ok {
 		return ti
 	}
-	b := p.taskBase(t)
-	ti = &taskInfo{images: map[string]string{}, verify: b.verify}
-	if !key.solution && (!key.images || t.Kind == "jsonl") {
-		ti.agent = b.plain
-	} else {
-		agent := inputList{stage: StageAgent, inputs: make([]state.Input, 0, len(b.agent)+len(b.solution)+2)}
-		agent.inputs = append(agent.inputs, b.agent...)
-		if key.solution {
-			agent.inputs = append(agent.inputs, b.solution...)
-		}
-		if key.images && t.Kind != "jsonl" {
-			p.taskImages(t, ti, &agent, e)
-		}
-		ti.agent = newGroup("task", agent.inputs)
+	b, ok := p.bases[d.task]
+	if !ok {
+		b = taskBaseOf(d.task)
+		p.bases[d.task] = b
 	}
-	p.mu.Lock()
+	ti := p.taskVariant(b, d.task, key, d.eval, false, nil)
 	p.tasks[key] = ti
-	p.mu.Unlock()
 	return ti
 }
 

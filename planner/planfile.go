@@ -39,8 +39,16 @@ func ConfigHash(cfg *config.Config, decl []*declared) string {
 		sum := sha256.Sum256(f.Bytes)
 		fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(n), sum)
 	}
+	var buf []byte
 	for _, d := range decl {
-		fmt.Fprintf(h, "attempt %s %s %s %s\n", d.pa.Address, d.fp[0], d.fp[1], d.fp[2])
+		buf = append(buf[:0], "attempt "...)
+		buf = append(buf, d.pa.Address...)
+		for i := range d.fp {
+			buf = append(buf, ' ')
+			buf = append(buf, d.fp[i][:]...)
+		}
+		buf = append(buf, '\n')
+		h.Write(buf)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -101,7 +101,8 @@ type declared struct {
 	ti   *taskInfo
 	task *dataset.Task
 	rep  int
-	fp   [3]string // agent, verify, judge
+	fp   [3]fpHex // agent, verify, judge
+	seen bool     // the state has a current attempt at this address
 }
 
 func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
@@ -175,23 +176,44 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		Targets:       p.opts.Targets,
 		Replace:       p.opts.Replace,
 	}
-	byAddr := make(map[string]*declared, len(decl))
-	for _, d := range decl {
-		byAddr[d.pa.Address] = d
-	}
-	seen := make(map[string]bool, len(decl))
+	// Join the declared attempts with the state's current ones. The store
+	// yields addresses in byte order, so a merge over the declared
+	// attempts sorted the same way needs no map of 100,000 addresses; a
+	// Prior that yields them out of order gets a map from that point on.
+	byAddress := make([]*declared, len(decl))
+	copy(byAddress, decl)
+	sort.Slice(byAddress, func(i, j int) bool { return byAddress[i].pa.Address < byAddress[j].pa.Address })
 	var orphans []*PlannedAttempt
 	var errs []error
+	next, last := 0, ""
+	var byAddr map[string]*declared
 	err = p.prior.ForEachCurrent(func(addr string, c state.Current) error {
-		d, ok := byAddr[addr]
-		if !ok {
+		var d *declared
+		if byAddr == nil && addr < last {
+			byAddr = make(map[string]*declared, len(byAddress)-next)
+			for _, d := range byAddress[next:] {
+				byAddr[d.pa.Address] = d
+			}
+		}
+		last = addr
+		if byAddr != nil {
+			d = byAddr[addr]
+		} else {
+			for next < len(byAddress) && byAddress[next].pa.Address < addr {
+				next++
+			}
+			if next < len(byAddress) && byAddress[next].pa.Address == addr {
+				d = byAddress[next]
+			}
+		}
+		if d == nil || d.seen {
 			if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
 				return nil
 			}
 			orphans = append(orphans, p.orphan(addr, c))
 			return nil
 		}
-		seen[addr] = true
+		d.seen = true
 		if err := p.decide(d, &c); err != nil {
 			errs = append(errs, err)
 		}
@@ -202,7 +224,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		return nil, p.diags
 	}
 	for _, d := range decl {
-		if !seen[d.pa.Address] {
+		if !d.seen {
 			if err := p.decide(d, nil); err != nil {
 				errs = append(errs, err)
 			}
@@ -266,9 +288,10 @@ func sortedHarnesses(e *config.Eval) []*config.Harness {
 }
 
 // expand lists every declared attempt (within -target) with its
-// fingerprints. Tasks are independent, so their inputs and their
-// attempts' fingerprints are computed by one worker per CPU; the result
-// is in the same order whatever the scheduling.
+// fingerprints. Tasks are independent, so they are shared out to one
+// worker per CPU; each worker computes a task's inputs once for all the
+// eval's harnesses, hashes them, and keeps only the hashes. The result
+// is in address order whatever the scheduling.
 func (p *planner) expand(evals []*config.Eval) []*declared {
 	var out []*declared
 	semantics := p.opts.ExecutionSemanticsVersion
@@ -282,40 +305,58 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 		for rep := 1; rep <= e.Attempts; rep++ {
 			attemptGroups[rep] = p.attemptGroup(rep, semantics)
 		}
-		for _, h := range sortedHarnesses(e) {
-			hi := p.harness(h)
-			if hi == nil {
-				continue
-			}
-			prefix := e.Name + "/" + h.Name + "/"
-			tasks := e.Dataset.Tasks
-			perTask := make([][]*declared, len(tasks))
-			parallel(len(tasks), func(i int) {
-				t := tasks[i]
-				base := prefix + t.Name
-				var ti *taskInfo
+		harnesses := sortedHarnesses(e)
+		infos := make([]*harnessInfo, len(harnesses))
+		for i, h := range harnesses {
+			infos[i] = p.harness(h)
+		}
+		tasks := e.Dataset.Tasks
+		// perHarness[h][t] holds the attempts of harness h on task t.
+		perHarness := make([][][]*declared, len(harnesses))
+		for i := range perHarness {
+			perHarness[i] = make([][]*declared, len(tasks))
+		}
+		parallel(len(tasks), func(ti int) {
+			t := tasks[ti]
+			var base *taskBase
+			var verify *group
+			variants := map[taskKey]*taskInfo{}
+			for hi, h := range harnesses {
+				info := infos[hi]
+				prefix := e.Name + "/" + h.Name + "/" + t.Name + "#"
 				var ds []*declared
 				for rep := 1; rep <= e.Attempts; rep++ {
-					addr := base + "#" + strconv.Itoa(rep)
+					addr := prefix + strconv.Itoa(rep)
 					if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
 						continue
 					}
-					if ti == nil {
-						ti = p.task(t, hi, e, h)
+					key := taskKey{task: t, solution: info.oracle, images: info.usesTaskImage}
+					tinfo := variants[key]
+					if tinfo == nil {
+						if base == nil {
+							base = taskBaseOf(t)
+						}
+						full := p.taskVariant(base, t, key, e, true, verify)
+						verify = full.verify
+						full.agent.inputs, full.verify.inputs = nil, nil
+						tinfo = &taskInfo{agent: full.agent, verify: full.verify}
+						variants[key] = tinfo
 					}
 					d := &declared{
 						pa: &PlannedAttempt{
 							Address: addr, Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
-						eval: e, h: h, hi: hi, ti: ti, task: t, rep: rep,
+						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
 					}
-					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], hi.group, ti.agent)
-					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, d.fp[0], ti.verify, vg)
-					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, d.fp[1], jg.group, nil)
+					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
+					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], tinfo.verify, vg)
+					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil)
 					ds = append(ds, d)
 				}
-				perTask[i] = ds
-			})
+				perHarness[hi][ti] = ds
+			}
+		})
+		for _, perTask := range perHarness {
 			for _, ds := range perTask {
 				out = append(out, ds...)
 			}
@@ -384,10 +425,12 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 		pa.Manifest = p.manifest(d, "")
 		return nil
 	}
-	pa.PriorAttemptID = cur.AttemptID
-	agentChanged := cur.AgentFingerprint != d.fp[0]
-	verifyChanged := cur.VerifyFingerprint != d.fp[1]
-	judgeChanged := cur.JudgeFingerprint != d.fp[2]
+	// A copy: the store may slice every field of a Current out of one
+	// string, which keeping the id would keep alive whole.
+	pa.PriorAttemptID = strings.Clone(cur.AttemptID)
+	agentChanged := !d.fp[0].equals(cur.AgentFingerprint)
+	verifyChanged := !d.fp[1].equals(cur.VerifyFingerprint)
+	judgeChanged := !d.fp[2].equals(cur.JudgeFingerprint)
 	replace := len(p.opts.Replace) > 0 && matchAny(p.opts.Replace, pa.Address)
 
 	switch {
@@ -444,7 +487,7 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 // orphan plans an attempt recorded in state that the config no longer
 // declares, naming what left the config.
 func (p *planner) orphan(addr string, c state.Current) *PlannedAttempt {
-	pa := &PlannedAttempt{Address: addr, Action: ActionOrphan, PriorAttemptID: c.AttemptID}
+	pa := &PlannedAttempt{Address: strings.Clone(addr), Action: ActionOrphan, PriorAttemptID: strings.Clone(c.AttemptID)}
 	evalName, harnessName, taskName, rep, ok := ParseAddress(addr)
 	if !ok {
 		pa.Reasons = []string{"its address is not one this config can declare"}
@@ -535,10 +578,11 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	ag := p.attemptGroup(d.rep, p.opts.ExecutionSemanticsVersion)
 	vg := p.verifierGroup(d.eval)
 	jg := p.judgeGroup(d.eval)
+	full := p.taskInputs(d)
 	groups := []*group{
-		ag, d.hi.group, d.ti.agent,
-		chainGroup(StageVerify, chainAgent, d.fp[0]), d.ti.verify, vg,
-		chainGroup(StageJudge, chainVerify, d.fp[1]), jg.group,
+		ag, d.hi.group, full.agent,
+		chainGroup(StageVerify, chainAgent, d.fp[0].String()), full.verify, vg,
+		chainGroup(StageJudge, chainVerify, d.fp[1].String()), jg.group,
 	}
 	n := 0
 	for _, g := range groups {
@@ -560,15 +604,15 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	for r, dg := range d.hi.images {
 		images[r] = dg
 	}
-	for r, dg := range d.ti.images {
+	for r, dg := range full.images {
 		images[r] = dg
 	}
 	// task.toml's cpus, memory_mb and allow_internet narrow the operator's
 	// settings, never loosen them.
 	settings := sandbox.ForTask(d.hi.settings, d.task)
 	if d.hi.usesTaskImage {
-		settings.Image = d.ti.image
-		settings.Build = d.ti.build
+		settings.Image = full.image
+		settings.Build = full.build
 		if w := taskWorkdir(d.task); w != "" {
 			settings.Workdir = w
 		}
@@ -597,9 +641,9 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 		Harness:           d.h.Name,
 		Task:              d.task.Name,
 		Repetition:        d.rep,
-		AgentFingerprint:  d.fp[0],
-		VerifyFingerprint: d.fp[1],
-		JudgeFingerprint:  d.fp[2],
+		AgentFingerprint:  d.fp[0].String(),
+		VerifyFingerprint: d.fp[1].String(),
+		JudgeFingerprint:  d.fp[2].String(),
 		Inputs:            inputs,
 		Sandbox: state.SandboxRecord{
 			Kind:       settings.Kind,
