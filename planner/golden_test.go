@@ -164,6 +164,17 @@ func runGolden(t *testing.T, dir string) {
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
+	// A prior that lists its current attempts out of address order gets
+	// the same plan (the planner's merge join falls back to a map).
+	again, diags := planner.Compute(cfg, reversedPrior{prior}, imageOpts(t, cfg, after, opts))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	js2, _ := json.MarshalIndent(again, "", "  ")
+	if !bytes.Equal(js, js2) {
+		t.Errorf("the plan depends on the order the prior lists its attempts in:\n%s", lineDiff(string(js), string(js2)))
+	}
+
 	// Every fingerprint can be recomputed from its manifest's inputs.
 	for _, a := range plan.Attempts {
 		if a.Manifest == nil {
@@ -180,6 +191,20 @@ func runGolden(t *testing.T, dir string) {
 			t.Errorf("%s: judge fingerprint does not match its inputs", a.Address)
 		}
 	}
+}
+
+// reversedPrior lists current attempts in reverse address order.
+type reversedPrior struct{ *planner.MemoryPrior }
+
+func (r reversedPrior) ForEachCurrent(fn func(addr string, c state.Current) error) error {
+	var addrs []string
+	r.MemoryPrior.ForEachCurrent(func(a string, _ state.Current) error { addrs = append(addrs, a); return nil })
+	for i := len(addrs) - 1; i >= 0; i-- {
+		if err := fn(addrs[i], r.Currents[addrs[i]]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func load(t *testing.T, dir string) *config.Config {

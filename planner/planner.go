@@ -190,8 +190,8 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	err = p.prior.ForEachCurrent(func(addr string, c state.Current) error {
 		var d *declared
 		if byAddr == nil && addr < last {
-			byAddr = make(map[string]*declared, len(byAddress)-next)
-			for _, d := range byAddress[next:] {
+			byAddr = make(map[string]*declared, len(byAddress))
+			for _, d := range byAddress {
 				byAddr[d.pa.Address] = d
 			}
 		}
