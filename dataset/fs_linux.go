@@ -8,6 +8,9 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"os"
+	"strings"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,8 +22,11 @@ import (
 
 // dirRef is an open folder of a task.
 type dirRef struct {
-	fd   int
-	path string // for error messages and links
+	fd int
+	// path names the folder in os.PathErrors: the full path for a task's
+	// root, the bare name for a subfolder. Diagnostics name files by the
+	// task-relative path the walk tracks (fileError), not by this.
+	path string
 }
 
 func openDir(path string) (dirRef, error) {
@@ -33,15 +39,14 @@ func openDir(path string) (dirRef, error) {
 	return dirRef{fd: fd, path: path}, nil
 }
 
-func openSubdir(d dirRef, name string) (dirRef, error) {
+func (r *taskReader) openSubdir(d dirRef, name string) (dirRef, error) {
 	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		return r.openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW)
 	})
-	p := d.path + "/" + name
 	if err != nil {
-		return dirRef{fd: -1}, &os.PathError{Op: "open", Path: p, Err: err}
+		return dirRef{fd: -1}, &os.PathError{Op: "open", Path: d.path + "/" + name, Err: err}
 	}
-	return dirRef{fd: fd, path: p}, nil
+	return dirRef{fd: fd, path: name}, nil
 }
 
 func (d dirRef) close() { unix.Close(d.fd) }
@@ -129,7 +134,7 @@ func modeType(m uint32) fs.FileMode {
 func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte, error) {
 	p := func() string { return d.path + "/" + name }
 	fd, err := retryEINTR(func() (int, error) {
-		return unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		return r.openat(d.fd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	})
 	if err != nil {
 		return File{}, nil, &os.PathError{Op: "open", Path: p(), Err: err}
@@ -212,6 +217,20 @@ func readLinkAt(d dirRef, name string) (string, error) {
 		buf = make([]byte, len(buf)*4)
 	}
 	return "", &os.PathError{Op: "readlink", Path: d.path + "/" + name, Err: unix.ENAMETOOLONG}
+}
+
+// openat is openat(2) with the name copied into a buffer the reader reuses:
+// unix.Openat allocates a C string per call, one per file of the dataset.
+func (r *taskReader) openat(dirfd int, name string, flags int) (int, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return -1, unix.EINVAL
+	}
+	r.nameBuf = append(append(r.nameBuf[:0], name...), 0)
+	fd, _, errno := syscall.Syscall6(syscall.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&r.nameBuf[0])), uintptr(flags), 0, 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
 }
 
 // retryEINTR repeats a call interrupted by a signal, a bounded number of

@@ -27,7 +27,7 @@ func openDir(path string) (dirRef, error) {
 	return dirRef{path: path}, nil
 }
 
-func openSubdir(d dirRef, name string) (dirRef, error) {
+func (r *taskReader) openSubdir(d dirRef, name string) (dirRef, error) {
 	return dirRef{path: filepath.Join(d.path, name)}, nil
 }
 

@@ -128,6 +128,7 @@ const smallFile = 256 << 10
 type taskReader struct {
 	buf       []byte
 	direntBuf []byte // getdents buffer (Linux)
+	nameBuf   []byte // NUL-terminated file name for openat (Linux)
 }
 
 // dirEntry is one entry of a task folder; typ holds only the type bits.
@@ -154,8 +155,25 @@ func newTaskReader() *taskReader {
 type walkState struct {
 	display string // task directory as diagnostics name it
 	files   []File
-	kept    map[string][]byte // contents of the files the task keeps (task.toml, instructions)
+	kept    []keptFile // contents of the files the task keeps (task.toml, instructions)
 	diags   hcl.Diagnostics
+}
+
+// keptFile is the content of a file whose bytes the task keeps.
+type keptFile struct {
+	rel  string
+	data []byte
+}
+
+// content returns a kept file's bytes (nil when absent). A task keeps two
+// or three files: a slice beats a map.
+func (w *walkState) content(rel string) ([]byte, bool) {
+	for _, k := range w.kept {
+		if k.rel == rel {
+			return k.data, true
+		}
+	}
+	return nil, false
 }
 
 // keepContent reports whether a file's bytes are kept on the Task.
@@ -202,7 +220,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		return taskResult{} // not a task folder
 	}
 
-	w := &walkState{display: display, kept: map[string][]byte{}, files: make([]File, 0, 8)}
+	w := &walkState{display: display, files: make([]File, 0, 8)}
 	r.walk(w, root, "", entries)
 
 	t := &Task{Name: name, Kind: "harbor", Dir: dir}
@@ -214,7 +232,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 	tomlName := filepath.Join(display, "task.toml")
 	res := taskResult{}
 	var cfg *TaskConfig
-	if src, ok := w.kept["task.toml"]; ok {
+	if src, ok := w.content("task.toml"); ok {
 		var cd hcl.Diagnostics
 		cfg, cd = ParseTaskConfig(tomlName, src)
 		if len(cd) > 0 {
@@ -227,7 +245,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		cfg = &TaskConfig{}
 	}
 	t.Config = cfg
-	t.Instruction = w.kept["instruction.md"]
+	t.Instruction, _ = w.content("instruction.md")
 
 	slices.SortFunc(w.files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	lookup := func(rel string) (*File, bool) {
@@ -308,7 +326,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 					diags = append(diags, missingFile(display, name, base+testScript))
 				}
 			}
-			t.Steps = append(t.Steps, Step{Name: sc.Name, Instruction: w.kept[base+"instruction.md"], Files: stepFiles[sc.Name]})
+			t.Steps = append(t.Steps, Step{Name: sc.Name, Instruction: stepInstruction(w, base), Files: stepFiles[sc.Name]})
 		}
 	}
 	for _, step := range undeclared {
@@ -334,6 +352,11 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 	return res
 }
 
+func stepInstruction(w *walkState, base string) []byte {
+	b, _ := w.content(base + "instruction.md")
+	return b
+}
+
 func missingFile(display, task, rel string) *hcl.Diagnostic {
 	why := "A Harbor task folder needs task.toml, instruction.md and tests/test.sh (solution/solve.sh and environment/ are optional)."
 	if strings.HasPrefix(rel, "steps/") {
@@ -357,7 +380,7 @@ func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry
 		}
 		switch typ := e.typ; {
 		case typ.IsDir():
-			sub, err := openSubdir(d, e.name)
+			sub, err := r.openSubdir(d, e.name)
 			if err != nil {
 				w.diags = append(w.diags, fileError(w, childRel, err))
 				continue
@@ -381,7 +404,7 @@ func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry
 			f.Path = childRel
 			w.files = append(w.files, f)
 			if data != nil {
-				w.kept[childRel] = data
+				w.kept = append(w.kept, keptFile{childRel, data})
 			}
 		default:
 			w.diags = append(w.diags, &hcl.Diagnostic{

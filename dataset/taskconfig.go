@@ -104,7 +104,7 @@ type table struct {
 	// used lists the keys read; tables are small, so a slice on a
 	// fixed array beats a map (this runs once per key of 10,000s of files).
 	used    []string
-	usedBuf [20]string
+	usedBuf [8]string
 	// extra, when set, receives unknown keys (relative to this table)
 	// instead of the decoder's top-level Extra.
 	extra map[string]any
