@@ -149,6 +149,9 @@ type process struct {
 	waitOnce sync.Once
 	code     int
 	err      error
+
+	pidOnce sync.Once
+	pid     int // host pid of the exec'd process, 0 when unknown
 }
 
 func (pr *process) Stdin() io.WriteCloser { return pr.stdin }
@@ -223,28 +226,48 @@ func (pr *process) Wait() (int, error) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// What the command left running in the background ends with it,
+		// as on the local sandbox.
+		if sid := pr.sessionID(); sid > 0 {
+			for _, pid := range sessionPids(sid, pr.in.id) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
 		close(pr.done)
 	})
 	return pr.code, pr.err
 }
 
-// hostPids returns the exec's process and its descendants on this host,
-// or nil when the engine is not local or the pid does not belong to this
-// container (never signal a process hemra cannot prove is the harness).
+// hostPids returns the host pids of every process of the exec's session
+// (runc makes each exec'd process a session leader, so this is the command
+// and everything it started, even children whose parent already exited),
+// or nil when the engine is not local. Only processes in this container's
+// cgroup are returned: never signal a process hemra cannot prove is the
+// harness's.
 func (pr *process) hostPids() []int {
-	if !strings.HasPrefix(pr.in.p.cli.DaemonHost(), "unix://") {
+	sid := pr.sessionID()
+	if sid <= 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
-	if err != nil || !insp.Running || insp.Pid <= 0 {
-		return nil
-	}
-	if !inContainer(insp.Pid, pr.in.id) {
-		return nil
-	}
-	return descendants(insp.Pid, pr.in.id)
+	return sessionPids(sid, pr.in.id)
+}
+
+// sessionID is the exec's host pid (its session's id), looked up once.
+func (pr *process) sessionID() int {
+	pr.pidOnce.Do(func() {
+		if !pr.in.p.local() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
+		// The leader may be gone already; every process signalled is
+		// checked to be in this container's cgroup.
+		if err == nil && insp.Pid > 0 {
+			pr.pid = insp.Pid
+		}
+	})
+	return pr.pid
 }
 
 func inContainer(pid int, containerID string) bool {
@@ -252,14 +275,14 @@ func inContainer(pid int, containerID string) bool {
 	return err == nil && strings.Contains(string(b), containerID)
 }
 
-// descendants lists pid and every process below it that is in the
-// container, by walking /proc once.
-func descendants(root int, containerID string) []int {
+// sessionPids lists the processes of session sid that are in the
+// container, by walking /proc once (bounded by the number of processes).
+func sessionPids(sid int, containerID string) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return []int{root}
+		return nil
 	}
-	children := map[int][]int{}
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -269,25 +292,19 @@ func descendants(root int, containerID string) []int {
 		if err != nil {
 			continue
 		}
-		// The command name is in parentheses and may hold spaces.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
+		// The command name is in parentheses and may hold spaces; after
+		// it come state, ppid, pgrp and session.
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
+		f := strings.Fields(st[i+1:])
+		if len(f) < 4 {
 			continue
 		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], pid)
-	}
-	out := []int{root}
-	for i := 0; i < len(out) && i < 100000; i++ {
-		for _, c := range children[out[i]] {
-			if inContainer(c, containerID) {
-				out = append(out, c)
-			}
+		if s, _ := strconv.Atoi(f[3]); s == sid && inContainer(pid, containerID) {
+			out = append(out, pid)
 		}
 	}
 	return out

@@ -28,8 +28,5 @@ func TestDockerConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Config{
 		Provider: p,
 		Settings: sandbox.Settings{Kind: "docker", Image: ref, Network: "none", Memory: 256 << 20, CPUs: 1, Pids: 64},
-		Gaps: map[string]string{
-			"LeftoversDieWithTheCommand": "a background child of a docker exec keeps running until the container stops",
-		},
 	})
 }
