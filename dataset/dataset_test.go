@@ -506,3 +506,16 @@ func TestTaskNamesThatBreakAddresses(t *testing.T) {
 		t.Errorf("tasks = %v", tasks)
 	}
 }
+
+func TestNegativeNumbersRefused(t *testing.T) {
+	src := "[agent]\ntimeout_sec = -5\n[environment]\ncpus = 2\nmemory_mb = -1\n[[steps]]\nname = \"a\"\nmin_reward = { tests = -1.0 }\n"
+	cfg, diags := ParseTaskConfig("task.toml", []byte(src))
+	got := diagLines(diags)
+	want := []string{"task.toml:2,15: Invalid task.toml", "task.toml:5,13: Invalid task.toml"}
+	if !slices.Equal(got, want) {
+		t.Errorf("diagnostics = %v, want %v", got, want)
+	}
+	if cfg.Environment.CPUs != 2 || cfg.Steps[0].MinRewards["tests"] != -1 {
+		t.Errorf("config = %+v (a negative reward threshold is allowed)", cfg)
+	}
+}

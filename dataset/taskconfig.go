@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +65,7 @@ func tomlSyntaxDiag(filename string, src []byte, err error) *hcl.Diagnostic {
 func posAt(src []byte, line, col int) hcl.Pos {
 	off := 0
 	for l := 1; l < line && off < len(src); l++ {
-		i := indexByte(src[off:], '\n')
+		i := bytes.IndexByte(src[off:], '\n')
 		if i < 0 {
 			off = len(src)
 			break
@@ -74,15 +75,6 @@ func posAt(src []byte, line, col int) hcl.Pos {
 	off += col - 1
 	off = min(max(off, 0), len(src))
 	return hcl.Pos{Line: line, Column: col, Byte: off}
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // tomlDecoder reads the generic map go-toml produced into TaskConfig,
@@ -196,27 +188,33 @@ func (t *table) strOrInt(key string) string {
 	return ""
 }
 
+// float reads a number that cannot be negative: every number of task.toml
+// is a duration, a size, a count or a rate, except min_reward.
 func (t *table) float(key string) float64 {
 	v, ok := t.get(key)
 	if !ok {
 		return 0
 	}
-	switch v := v.(type) {
-	case float64:
-		return v
-	case int64:
-		return float64(v)
+	f, ok := toFloat(v)
+	if !ok {
+		t.wrongType(key, "a number", v)
+		return 0
 	}
-	t.wrongType(key, "a number", v)
-	return 0
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		t.d.errorAt(t.keyPath(key), fmt.Sprintf("%s must be a positive number or 0, not %v.", t.keyPath(key), v))
+		return 0
+	}
+	return f
 }
 
-func (t *table) optFloat(key string) *float64 {
-	if _, ok := t.m[key]; !ok {
-		return nil
+func toFloat(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case int64:
+		return float64(v), true
 	}
-	f := t.float(key)
-	return &f
+	return 0, false
 }
 
 func (t *table) int(key string) int64 {
@@ -224,17 +222,26 @@ func (t *table) int(key string) int64 {
 	if !ok {
 		return 0
 	}
+	var n int64
 	switch v := v.(type) {
 	case int64:
-		return v
+		n = v
 	case float64:
 		// Harbor (pydantic) accepts 2.0 for an int; 2.5 it refuses.
-		if v == float64(int64(v)) {
-			return int64(v)
+		if v != float64(int64(v)) {
+			t.wrongType(key, "an integer", v)
+			return 0
 		}
+		n = int64(v)
+	default:
+		t.wrongType(key, "an integer", v)
+		return 0
 	}
-	t.wrongType(key, "an integer", v)
-	return 0
+	if n < 0 {
+		t.d.errorAt(t.keyPath(key), fmt.Sprintf("%s must be a positive integer or 0, not %d.", t.keyPath(key), n))
+		return 0
+	}
+	return n
 }
 
 func (t *table) boolean(key string) *bool {
@@ -624,9 +631,14 @@ func (d *tomlDecoder) step(t *table) StepConfig {
 			s.MinReward = &f
 		case map[string]any:
 			s.MinRewards = map[string]float64{}
-			mt := d.newTable(t.keyPath("min_reward"), v)
 			for _, k := range slices.Sorted(maps.Keys(v)) {
-				s.MinRewards[k] = mt.float(k)
+				f, ok := toFloat(v[k])
+				if !ok {
+					p := t.keyPath("min_reward") + "." + k
+					d.errorAt(p, fmt.Sprintf("%s must be a number, not %s.", p, tomlTypeName(v[k])))
+					continue
+				}
+				s.MinRewards[k] = f
 			}
 		default:
 			t.wrongType("min_reward", "a number or a table of numbers", v)
