@@ -168,6 +168,21 @@ func TestHardenedDefaultsOnTheLiveContainer(t *testing.T) {
 // A harness that tries to reach the network fails: with network "none"
 // the docker bridge's gateway is unreachable, while an opened sandbox
 // reaches it (and is refused by the closed port), so the test can fail.
+// Another user than root still gets writable folders, read-only root or
+// not.
+func TestNonRootUserCanWriteItsFolders(t *testing.T) {
+	_, p, img := engine(t)
+	for _, readOnly := range []bool{false, true} {
+		s := hardened(img)
+		s.User, s.ReadOnly = "1234:1234", readOnly
+		in := start(t, p, sandbox.Spec{Settings: s})
+		r := run(t, in, sh(`id -u; touch /app/x /logs/agent/x /logs/artifacts/x /tmp/x && echo writable`), "")
+		if r.stdout != "1234\nwritable\n" {
+			t.Errorf("read_only=%v: %q %q", readOnly, r.stdout, r.stderr)
+		}
+	}
+}
+
 func TestNetworkIsUnreachable(t *testing.T) {
 	_, p, img := engine(t)
 	probe := sh(`nc -w 3 172.17.0.1 9 </dev/null 2>&1; echo rc=$?`)

@@ -328,6 +328,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 			}
 		}
 	}
+	if s.ReadOnly && !isRoot(user) {
+		// A read-only container's working directory is a volume the engine
+		// creates as root; its owner (root, without capabilities) can still
+		// open it to the container's user.
+		if err := p.runAsRoot(ctx, created.ID, []string{"chmod", "0777", paths.Workdir}); err != nil {
+			return fail(fmt.Errorf("opening the working directory to user %s: %w", user, err))
+		}
+	}
 	if len(dirs) > 0 {
 		o := ownerOf(user)
 		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
@@ -335,6 +343,32 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		}
 	}
 	return inst, nil
+}
+
+// runAsRoot runs a short command as root (still without capabilities)
+// and waits for it.
+func (p *Provider) runAsRoot(ctx context.Context, id string, cmd []string) error {
+	ex, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{User: "0:0", Cmd: cmd})
+	if err != nil {
+		return err
+	}
+	if err := p.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{}); err != nil {
+		return err
+	}
+	for i := 0; i < 500; i++ {
+		insp, err := p.cli.ContainerExecInspect(ctx, ex.ID)
+		if err != nil {
+			return err
+		}
+		if !insp.Running {
+			if insp.ExitCode != 0 {
+				return fmt.Errorf("%s exited %d", strings.Join(cmd, " "), insp.ExitCode)
+			}
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not finish", strings.Join(cmd, " "))
 }
 
 // local reports whether the engine runs on this host (a unix socket), so
