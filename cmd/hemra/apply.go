@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -227,6 +228,10 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 	return out, nil
 }
 
+// doubleSignal is how soon after the first interrupt another one counts
+// as the same keypress.
+const doubleSignal = time.Second
+
 // interruptible returns a context cancelled by the first Ctrl-C (or
 // SIGTERM); a second one exits at once. Every state write is one
 // transaction, so exiting mid-apply leaves a consistent state and the next
@@ -244,11 +249,21 @@ func interruptible(g *Globals) (context.Context, func()) {
 		}
 		fmt.Fprintln(g.Stderr, "\nInterrupt received: no new attempts start; the running ones are being cancelled and recorded as interrupted. Press Ctrl-C again to stop at once.")
 		cancel(errors.New("interrupted by the operator"))
-		select {
-		case <-sigs:
-			fmt.Fprintln(g.Stderr, "Second interrupt: stopping now. The next hemra apply records the attempts in flight as interrupted.")
-			os.Exit(130)
-		case <-done:
+		first := time.Now()
+		for {
+			select {
+			case <-sigs:
+				// One Ctrl-C often arrives twice (from the terminal and from
+				// a wrapper such as go run that relays it): only a second
+				// press, later, means "stop now".
+				if time.Since(first) < doubleSignal {
+					continue
+				}
+				fmt.Fprintln(g.Stderr, "Second interrupt: stopping now. The next hemra apply records the attempts in flight as interrupted.")
+				os.Exit(130)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() {
