@@ -366,16 +366,23 @@ func (p *planner) taskVariant(b *taskBase, t *dataset.Task, key taskKey, e *conf
 // many attempts to run rebuilds each task once.
 func (p *planner) taskInputs(d *declared) *taskInfo {
 	key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
-	if ti, ok := p.tasks[key]; ok {
+	p.mu.Lock()
+	ti, ok := p.tasks[key]
+	b := p.bases[d.task]
+	p.mu.Unlock()
+	if ok {
 		return ti
 	}
-	b, ok := p.bases[d.task]
-	if !ok {
+	// Built outside the lock; two workers racing on one task build the
+	// same inputs, and either result is right.
+	if b == nil {
 		b = taskBaseOf(d.task)
-		p.bases[d.task] = b
 	}
-	ti := p.taskVariant(b, d.task, key, d.eval, false, nil)
+	ti = p.taskVariant(b, d.task, key, d.eval, false, nil)
+	p.mu.Lock()
+	p.bases[d.task] = b
 	p.tasks[key] = ti
+	p.mu.Unlock()
 	return ti
 }
 

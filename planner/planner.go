@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,8 @@ type planner struct {
 	// imageDiags); diagMu guards diags.
 	mu     sync.Mutex
 	diagMu sync.Mutex
+
+	keepInputs bool
 }
 
 // harnessInfo is everything about one harness that does not depend on the
@@ -103,6 +106,9 @@ type declared struct {
 	rep  int
 	fp   [3]fpHex // agent, verify, judge
 	seen bool     // the state has a current attempt at this address
+
+	needsManifest bool // apply will run it
+	changed       bool // a fingerprint differs from the state's: explain
 }
 
 func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
@@ -157,6 +163,8 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		return nil, p.diags
 	}
 
+	// An empty state: every attempt runs, so expand keeps task inputs.
+	p.keepInputs = meta.Lineage == "" && meta.Serial == 0
 	evals := sortedEvals(p.cfg)
 	p.checkCapabilities(evals)
 	if p.diags.HasErrors() {
@@ -230,6 +238,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 			}
 		}
 	}
+	errs = append(errs, p.finish(decl)...)
 	for _, err := range errs {
 		p.errorf(nil, "Cannot read a prior attempt", "%v", err)
 	}
@@ -336,10 +345,19 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						if base == nil {
 							base = taskBaseOf(t)
 						}
-						full := p.taskVariant(base, t, key, e, true, verify)
-						verify = full.verify
-						full.agent.inputs, full.verify.inputs = nil, nil
-						tinfo = &taskInfo{agent: full.agent, verify: full.verify}
+						if p.keepInputs {
+							// Everything will run: keep the inputs for the
+							// manifests rather than build them twice.
+							tinfo = p.taskVariant(base, t, key, e, false, nil)
+							p.mu.Lock()
+							p.tasks[key] = tinfo
+							p.mu.Unlock()
+						} else {
+							full := p.taskVariant(base, t, key, e, true, verify)
+							verify = full.verify
+							full.agent.inputs, full.verify.inputs = nil, nil
+							tinfo = &taskInfo{agent: full.agent, verify: full.verify}
+						}
 						variants[key] = tinfo
 					}
 					d := &declared{
@@ -422,7 +440,7 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	if cur == nil {
 		pa.Action = ActionRun
 		pa.Reasons = []string{"never attempted"}
-		pa.Manifest = p.manifest(d, "")
+		d.needsManifest = true
 		return nil
 	}
 	// A copy: the store may slice every field of a Current out of one
@@ -462,15 +480,39 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 		pa.Action = ActionNoop
 		return nil
 	}
-	reused := ""
-	if pa.Action == ActionReverify || pa.Action == ActionRejudge {
-		reused = cur.AttemptID
+	d.needsManifest = true
+	d.changed = agentChanged || verifyChanged || judgeChanged
+	return nil
+}
+
+// finish builds the manifests of the attempts that will run (in
+// parallel: a cold plan builds 100,000) and then explains each changed
+// one against its prior manifest.
+func (p *planner) finish(decl []*declared) []error {
+	var pending []*declared
+	for _, d := range decl {
+		if d.needsManifest {
+			pending = append(pending, d)
+		}
 	}
-	pa.Manifest = p.manifest(d, reused)
-	if agentChanged || verifyChanged || judgeChanged {
-		old, err := p.prior.Attempt(cur.AttemptID)
+	parallel(len(pending), func(i int) {
+		d := pending[i]
+		reused := ""
+		if d.pa.Action == ActionReverify || d.pa.Action == ActionRejudge {
+			reused = d.pa.PriorAttemptID
+		}
+		d.pa.Manifest = p.manifest(d, reused)
+	})
+	var errs []error
+	for _, d := range pending {
+		if !d.changed {
+			continue
+		}
+		pa := d.pa
+		old, err := p.prior.Attempt(pa.PriorAttemptID)
 		if err != nil {
-			return fmt.Errorf("%s: attempt %s: %w", pa.Address, cur.AttemptID, err)
+			errs = append(errs, fmt.Errorf("%s: attempt %s: %w", pa.Address, pa.PriorAttemptID, err))
+			continue
 		}
 		stages := map[string]bool{StageAgent: true, StageVerify: true, StageJudge: true}
 		switch pa.Action {
@@ -481,7 +523,7 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 		}
 		pa.Changes = p.changes(d, old.Manifest.Inputs, pa.Manifest.Inputs, stages)
 	}
-	return nil
+	return errs
 }
 
 // orphan plans an attempt recorded in state that the config no longer
@@ -579,10 +621,12 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	vg := p.verifierGroup(d.eval)
 	jg := p.judgeGroup(d.eval)
 	full := p.taskInputs(d)
+	chainV := &group{inputs: []state.Input{{Stage: StageVerify, Path: chainAgent, Value: d.fp[0].String()}}}
+	chainJ := &group{inputs: []state.Input{{Stage: StageJudge, Path: chainVerify, Value: d.fp[1].String()}}}
 	groups := []*group{
 		ag, d.hi.group, full.agent,
-		chainGroup(StageVerify, chainAgent, d.fp[0].String()), full.verify, vg,
-		chainGroup(StageJudge, chainVerify, d.fp[1].String()), jg.group,
+		chainV, full.verify, vg,
+		chainJ, jg.group,
 	}
 	n := 0
 	for _, g := range groups {
@@ -592,13 +636,16 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	for _, g := range groups {
 		inputs = append(inputs, g.inputs...)
 	}
-	stageOrder := map[string]int{StageAgent: 0, StageVerify: 1, StageJudge: 2}
-	sort.SliceStable(inputs, func(i, j int) bool {
-		if inputs[i].Stage != inputs[j].Stage {
-			return stageOrder[inputs[i].Stage] < stageOrder[inputs[j].Stage]
+	// The groups are listed stage by stage, so sorting each stage's run
+	// by path gives stage order, then path order.
+	for start := 0; start < len(inputs); {
+		end := start
+		for end < len(inputs) && inputs[end].Stage == inputs[start].Stage {
+			end++
 		}
-		return inputs[i].Path < inputs[j].Path
-	})
+		slices.SortFunc(inputs[start:end], func(a, b state.Input) int { return strings.Compare(a.Path, b.Path) })
+		start = end
+	}
 
 	images := map[string]string{}
 	for r, dg := range d.hi.images {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -62,6 +63,12 @@ Examples:
 }
 
 func (c *PlanCmd) Run(g *Globals) error {
+	// Planning 100,000 attempts allocates far more than it keeps (about
+	// 130 MB live): a GC target of 50% keeps the peak near the live heap
+	// (measured: 270 MB instead of 300+ MB RSS) for a little more CPU.
+	if g.Getenv("GOGC") == "" && g.Getenv("GOMEMLIMIT") == "" {
+		debug.SetGCPercent(50)
+	}
 	format := c.Format
 	if c.JSON {
 		format = "json"
