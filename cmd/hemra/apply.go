@@ -225,6 +225,13 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 		}
 		out[config.KindDocker] = p
 	}
+	// A provider that cannot run here fails every attempt alike: say so once,
+	// before anything is recorded.
+	for kind, p := range out {
+		if ok, detail := p.Available(context.Background()); !ok {
+			return nil, fmt.Errorf("the %s sandbox is not available here: %s\nhemra doctor lists the sandboxes this machine can run", kind, detail)
+		}
+	}
 	return out, nil
 }
 
