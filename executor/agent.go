@@ -40,9 +40,13 @@ func (j *job) agentDeadline() time.Duration {
 func (a *attemptRun) agentStage(ctx context.Context) error {
 	j := a.j
 	if j.task.Kind == "jsonl" && j.harness.Builtin != "" {
-		// A built-in on a JSONL task has nothing to run: no solution,
-		// no instance.
-		a.log.note("builtin", "agent", j.harness.Builtin+": nothing to run for a JSONL task")
+		// A built-in on a JSONL task starts no instance: nop answers
+		// nothing; the oracle answers the target, a positive control.
+		if j.harness.Builtin == BuiltinOracle && len(j.task.Target) > 0 {
+			a.agentOutput = j.task.Target
+			a.out.AgentResult = j.task.Target
+		}
+		a.log.note("builtin", "agent", j.harness.Builtin+" on a JSONL task: no instance")
 		return nil
 	}
 	if err := a.prepareWorkspace(); err != nil {

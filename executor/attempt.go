@@ -250,7 +250,7 @@ func (a *attemptRun) reuseAgent() error {
 	p := prior.Outcome
 	a.out.AgentExit, a.out.AgentResult, a.out.Usage = p.AgentExit, p.AgentResult, p.Usage
 	a.out.Artifacts, a.out.StderrTail, a.out.EventCount = p.Artifacts, p.StderrTail, p.EventCount
-	a.out.EventsLog, a.out.Snapshot = p.EventsLog, p.Snapshot
+	a.out.Snapshot = p.Snapshot
 	a.agentTimedOut = p.Class == state.ClassAgentTimeout
 	a.agentOutput = p.AgentResult
 	a.snapshot = p.Snapshot

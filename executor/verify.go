@@ -31,8 +31,8 @@ func (a *attemptRun) verifyJSONL() error {
 		a.log.note("verify", "verify", "no target: not scored")
 		return nil
 	}
-	if a.j.harness.Builtin != "" {
-		// nop and oracle give no answer: a wrong one.
+	if a.j.harness.Builtin == BuiltinNop {
+		// nop gives no answer: a wrong one.
 		zero := 0.0
 		a.out.Reward, a.out.Rewards = &zero, map[string]float64{"reward": 0}
 		return nil
