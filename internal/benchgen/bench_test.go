@@ -10,7 +10,6 @@ import (
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/internal/benchgen"
-	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -35,7 +34,10 @@ func fixture(b *testing.B) string {
 	b.Helper()
 	setupOnce.Do(func() {
 		n := benchTasks()
-		benchDir = filepath.Join(os.TempDir(), "hemra-bench-"+strconv.Itoa(n))
+		benchDir = os.Getenv("HEMRA_BENCH_DIR")
+		if benchDir == "" {
+			benchDir = filepath.Join(os.TempDir(), "hemra-bench-"+strconv.Itoa(n))
+		}
 		if _, err := os.Stat(filepath.Join(benchDir, ".ready")); err == nil {
 			return
 		}
@@ -142,5 +144,3 @@ func BenchmarkPriorRead(b *testing.B) {
 		}
 	}
 }
-
-var _ = planner.Compute
