@@ -164,6 +164,17 @@ func runGolden(t *testing.T, dir string) {
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
+	// -target changes what is planned, not the configuration: a saved
+	// targeted plan must not look stale to a fresh plan without -target.
+	if len(opts.Targets) > 0 {
+		untargeted := opts
+		untargeted.Targets = nil
+		full, _ := planner.Compute(cfg, prior, imageOpts(t, cfg, after, untargeted))
+		if full.ConfigHash != plan.ConfigHash {
+			t.Errorf("-target changed the config hash")
+		}
+	}
+
 	// A prior that lists its current attempts out of address order gets
 	// the same plan (the planner's merge join falls back to a map).
 	again, diags := planner.Compute(cfg, reversedPrior{prior}, imageOpts(t, cfg, after, opts))

@@ -171,7 +171,19 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		return nil, p.diags
 	}
 
-	decl := p.expand(evals)
+	all := p.expand(evals)
+	// The config hash covers every declared attempt, targeted or not, so
+	// that a saved -target plan matches a fresh plan made without -target.
+	configHash := ConfigHash(p.cfg, all)
+	decl := all
+	if len(p.opts.Targets) > 0 {
+		decl = nil
+		for _, d := range all {
+			if matchAny(p.opts.Targets, d.pa.Address) {
+				decl = append(decl, d)
+			}
+		}
+	}
 	if p.diags.HasErrors() {
 		return nil, p.diags
 	}
@@ -258,7 +270,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	plan.Images = p.imageList(plan)
 	p.patternNotes(plan)
 	plan.Notes = append(plan.Notes, p.notes...)
-	plan.ConfigHash = ConfigHash(p.cfg, decl)
+	plan.ConfigHash = configHash
 	return plan, p.diags
 }
 
@@ -336,9 +348,6 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 				var ds []*declared
 				for rep := 1; rep <= e.Attempts; rep++ {
 					addr := prefix + strconv.Itoa(rep)
-					if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
-						continue
-					}
 					key := taskKey{task: t, solution: info.oracle, images: info.usesTaskImage}
 					tinfo := variants[key]
 					if tinfo == nil {
