@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -84,14 +85,18 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	defer os.RemoveAll(tmp)
 	storeDir := filepath.Join(tmp, "store")
 
+	// Images as plan resolves them: the lock file first, else live.
 	lock, ldiags := planner.ReadLockFile(g.Dir)
+	uses, udiags := planner.CollectImages(&one)
+	ldiags = append(ldiags, udiags...)
 	if ldiags.HasErrors() {
-		printDiags(g, nil, ldiags)
+		printDiags(g, cfg.Files, ldiags)
 		return exitError(1)
 	}
-	images := map[string]planner.ImageResolution{}
-	for ref, d := range lock.Images {
-		images[ref] = planner.ImageResolution{Reference: ref, Digest: d, Source: planner.SourceLock}
+	images, _, rdiags := planner.ResolveImages(context.Background(), uses, lock, &lazyResolver{g: g})
+	if rdiags.HasErrors() {
+		printDiags(g, cfg.Files, rdiags)
+		return exitError(1)
 	}
 	plan, pdiags := planner.Compute(&one, planner.EmptyPrior(), planner.Options{StoreDir: storeDir, Images: images, HemraVersion: Version})
 	if pdiags.HasErrors() {
