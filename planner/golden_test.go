@@ -161,6 +161,11 @@ func runGolden(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	golden(t, filepath.Join(dir, "plan.txt"), text.Bytes(), tmp)
+	var md bytes.Buffer
+	if err := planner.RenderMarkdown(&md, plan); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join(dir, "plan.md"), md.Bytes(), tmp)
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
