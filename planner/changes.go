@@ -135,10 +135,8 @@ func SourceFile(cfg *config.Config, evalName, harnessName, taskName, inputPath s
 		if e.Dataset == nil {
 			return ""
 		}
-		for _, t := range e.Dataset.Tasks {
-			if t.Name == taskName && t.Dir != "" {
-				return filepath.Join(t.Dir, filepath.FromSlash(inputPath[len("task."):]))
-			}
+		if t := findTask(e.Dataset, taskName); t != nil && t.Dir != "" {
+			return filepath.Join(t.Dir, filepath.FromSlash(inputPath[len("task."):]))
 		}
 	case strings.HasPrefix(inputPath, "file "):
 		return filepath.Join(cfg.Dir, filepath.FromSlash(inputPath[len("file "):]))

@@ -62,6 +62,7 @@ type planner struct {
 	diagMu sync.Mutex
 
 	keepInputs bool
+	taskNames  map[*config.Dataset]map[string]bool
 }
 
 // harnessInfo is everything about one harness that does not depend on the
@@ -123,6 +124,7 @@ func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
 		trees:      map[string][]treeFile{},
 		imagesUsed: map[string]map[string]bool{},
 		imageDiags: map[string]bool{},
+		taskNames:  map[*config.Dataset]map[string]bool{},
 	}
 }
 
@@ -551,7 +553,7 @@ func (p *planner) orphan(addr string, c state.Current) *PlannedAttempt {
 		pa.Reasons = []string{fmt.Sprintf("eval %q is not in the configuration", evalName)}
 	case !hasHarness(e, harnessName):
 		pa.Reasons = []string{fmt.Sprintf("harness %q is not in eval %q", harnessName, evalName)}
-	case e.Dataset == nil || !hasTask(e.Dataset, taskName):
+	case e.Dataset == nil || !p.hasTask(e.Dataset, taskName):
 		ds := ""
 		if e.Dataset != nil {
 			ds = e.Dataset.Name
@@ -574,17 +576,33 @@ func hasHarness(e *config.Eval, name string) bool {
 	return false
 }
 
-func hasTask(ds *config.Dataset, name string) bool {
+// hasTask answers for orphans, which may be thousands (a dataset
+// shrank): one set of names per dataset.
+func (p *planner) hasTask(ds *config.Dataset, name string) bool {
+	set, ok := p.taskNames[ds]
+	if !ok {
+		set = make(map[string]bool, len(ds.Tasks))
+		for _, t := range ds.Tasks {
+			set[t.Name] = true
+		}
+		p.taskNames[ds] = set
+	}
+	return set[name]
+}
+
+// findTask finds a dataset's task by name: a binary search, as Tasks are
+// sorted by name, then (should they not be) a scan.
+func findTask(ds *config.Dataset, name string) *dataset.Task {
 	i := sort.Search(len(ds.Tasks), func(i int) bool { return ds.Tasks[i].Name >= name })
 	if i < len(ds.Tasks) && ds.Tasks[i].Name == name {
-		return true
+		return ds.Tasks[i]
 	}
-	for _, t := range ds.Tasks { // Tasks are sorted by name, but be safe.
+	for _, t := range ds.Tasks {
 		if t.Name == name {
-			return true
+			return t
 		}
 	}
-	return false
+	return nil
 }
 
 // ParseAddress splits eval/harness/task#n. Task names may contain "/" and
