@@ -346,6 +346,9 @@ func TestLargeFilesHashedAsStream(t *testing.T) {
 	}
 	must(t, os.WriteFile(filepath.Join(root, "big", "environment", "blob.bin"), big, 0o644))
 	must(t, os.WriteFile(filepath.Join(root, "big", "environment", "empty"), nil, 0o644))
+	// A kept file (the instruction) bigger than the read buffer.
+	longInstruction := []byte(strings.Repeat("Do the long thing.\n", smallFile/8))
+	must(t, os.WriteFile(filepath.Join(root, "big", "instruction.md"), longInstruction, 0o644))
 	tasks, diags := LoadDir(root, LoadOptions{Workers: 1})
 	if diags.HasErrors() {
 		t.Fatal(diagLines(diags))
@@ -355,6 +358,9 @@ func TestLargeFilesHashedAsStream(t *testing.T) {
 	}
 	if f := fileByPath(t, tasks[0], "environment/empty"); f.SHA256 != sha(nil) || f.Size != 0 {
 		t.Errorf("empty file: %+v", f)
+	}
+	if string(tasks[0].Instruction) != string(longInstruction) || fileByPath(t, tasks[0], "instruction.md").SHA256 != sha(longInstruction) {
+		t.Errorf("long instruction: %d bytes kept, want %d", len(tasks[0].Instruction), len(longInstruction))
 	}
 }
 

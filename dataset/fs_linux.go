@@ -170,9 +170,11 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte,
 	var data []byte
 	switch {
 	case keep || size <= int64(len(r.buf)):
-		b := r.buf[:size:size]
+		var b []byte
 		if keep {
 			b = make([]byte, size)
+		} else {
+			b = r.buf[:size:size]
 		}
 		n, err := read(b)
 		if err != nil {

@@ -72,9 +72,11 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte,
 	size := fi.Size()
 	switch {
 	case keep || size <= int64(len(r.buf)):
-		b := r.buf[:size:size]
+		var b []byte
 		if keep {
 			b = make([]byte, size)
+		} else {
+			b = r.buf[:size:size]
 		}
 		n, err := io.ReadFull(fh, b)
 		if err != nil && err != io.ErrUnexpectedEOF {
