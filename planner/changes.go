@@ -76,13 +76,15 @@ func isChain(path string) bool { return path == chainAgent || path == chainVerif
 // pair of contents (the same file edit shows in many attempts).
 func (p *planner) textDiff(d *declared, inputPath, oldSHA, newSHA string) string {
 	key := oldSHA + ":" + newSHA
+	p.mu.Lock()
 	if p.diffCache == nil {
 		p.diffCache = map[string]string{}
 	}
-	if s, ok := p.diffCache[key]; ok {
+	s, ok := p.diffCache[key]
+	p.mu.Unlock()
+	if ok {
 		return s
 	}
-	s := ""
 	oldData, err := p.prior.Blob(oldSHA)
 	if err == nil && utf8.Valid(oldData) {
 		src := SourceFile(p.cfg, d.eval.Name, d.h.Name, d.task.Name, inputPath)
@@ -91,7 +93,9 @@ func (p *planner) textDiff(d *declared, inputPath, oldSHA, newSHA string) string
 			s = unifiedDiff(displayName(inputPath), string(oldData), string(newData))
 		}
 	}
+	p.mu.Lock()
 	p.diffCache[key] = s
+	p.mu.Unlock()
 	return s
 }
 

@@ -10,8 +10,11 @@ import (
 )
 
 // Prior is what planning reads of the state: *state.Store satisfies it.
-// Plan reads every Current once, and a full Attempt (with its manifest)
-// only for attempts whose fingerprints changed, to explain the change.
+// Compute reads every Current once (expecting them in address order, as
+// the store yields them; any order works, more slowly), and a full
+// Attempt (with its manifest) only for attempts whose fingerprints
+// changed, to explain the change. Attempt and Blob may be called from
+// several goroutines at once.
 type Prior interface {
 	Meta() (state.Meta, error)
 	ForEachCurrent(fn func(addr string, c state.Current) error) error
