@@ -231,7 +231,14 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 	mu.Lock()
 	defer mu.Unlock()
 
+	key := "build " + b.Hash
+	if id, ok := p.present.Load(key); ok {
+		return id.(string), nil
+	}
 	if id, err := p.FindTaskImage(ctx, b.Hash); err != nil || id != "" {
+		if id != "" {
+			p.present.Store(key, id)
+		}
 		return id, err
 	}
 	df, err := os.ReadFile(filepath.Join(b.Context, "Dockerfile"))
@@ -280,6 +287,7 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 		}
 		id = insp.ID
 	}
+	p.present.Store(key, id)
 	return id, nil
 }
 

@@ -136,9 +136,14 @@ func TestHarborTaskImageIsBuiltOnceAndVerifiedOnTheSnapshot(t *testing.T) {
 		t.Errorf("verifier: %q %q; want reward 1 and no network", r.stdout, r.stderr)
 	}
 
-	// Unchanged task: a second start (a later apply) builds nothing.
+	// Unchanged task: a second start by a new provider (a later apply)
+	// finds the image by its hash and builds nothing.
 	before := cc.builds.Load()
-	again := start(t, p, sandbox.Spec{Settings: s, Role: "agent"})
+	later, err := docker.New(docker.Options{Client: cc, StopGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := start(t, later, sandbox.Spec{Settings: s, Role: "agent"})
 	again.Stop(ctx)
 	if n := cc.builds.Load() - before; n != 0 {
 		t.Errorf("unchanged task rebuilt %d times", n)
@@ -149,6 +154,25 @@ func TestHarborTaskImageIsBuiltOnceAndVerifiedOnTheSnapshot(t *testing.T) {
 	}
 	if cc.builds.Load() != 1 {
 		t.Errorf("%d builds for one task, want 1", cc.builds.Load())
+	}
+
+	// The image removed behind hemra's back: the next start rebuilds it.
+	ver.Stop(ctx)
+	if err := p.RemoveSnapshot(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if p.SnapshotExists(ctx, snap) {
+		t.Error("the snapshot exists after RemoveSnapshot")
+	}
+	if _, err := cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, later, sandbox.Spec{Settings: s, Role: "agent"}).Stop(ctx)
+	if n := cc.builds.Load(); n != 2 {
+		t.Errorf("%d builds after the task image was removed, want 2", n)
+	}
+	if id2, _ := p.FindTaskImage(ctx, b.Hash); id2 != "" {
+		t.Cleanup(func() { cli.ImageRemove(context.Background(), id2, image.RemoveOptions{Force: true, PruneChildren: true}) })
 	}
 
 	// A changed context file is a new hash, so a new image.

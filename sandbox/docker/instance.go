@@ -218,6 +218,11 @@ func (pr *process) Wait() (int, error) {
 			}
 			if !insp.Running {
 				pr.code = insp.ExitCode
+				pr.pidOnce.Do(func() {
+					if pr.in.p.local() {
+						pr.pid = insp.Pid
+					}
+				})
 				break
 			}
 			if i == 299 {

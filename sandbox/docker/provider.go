@@ -64,6 +64,8 @@ type Provider struct {
 
 	buildMu sync.Mutex
 	builds  map[string]*sync.Mutex // per context hash: one build at a time
+
+	present sync.Map // image reference → reference to run, known to be in the engine
 }
 
 // NewClient connects to the engine named by environ's DOCKER_HOST (the
@@ -196,15 +198,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	if err := p.Validate(s); err != nil {
 		return nil, err
 	}
-	img := s.Image
-	if s.Build != nil {
-		id, err := p.EnsureTaskImage(ctx, s.Build)
-		if err != nil {
-			return nil, err
-		}
-		img = id
-	}
-	img, err := p.ensureImage(ctx, img)
+	img, err := p.imageFor(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +295,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	}
 
 	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if client.IsErrNotFound(err) {
+		// The image went away since it was last seen: look again once
+		// (a task image is rebuilt).
+		p.forget(s)
+		if cfg.Image, err = p.imageFor(ctx, s); err == nil {
+			created, err = p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+		}
+	}
 	if err != nil {
 		if hostDir != "" {
 			os.RemoveAll(hostDir)
@@ -410,12 +412,41 @@ func networkMode(n string) string {
 	return "none"
 }
 
+// imageFor returns the image to create s's container from: the task
+// image built for s.Build, or s.Image made present in the engine.
+func (p *Provider) imageFor(ctx context.Context, s sandbox.Settings) (string, error) {
+	if s.Build != nil {
+		return p.EnsureTaskImage(ctx, s.Build)
+	}
+	return p.ensureImage(ctx, s.Image)
+}
+
+// forget drops what the provider remembers about s's image.
+func (p *Provider) forget(s sandbox.Settings) {
+	if s.Build != nil {
+		p.present.Delete("build " + s.Build.Hash)
+		return
+	}
+	p.present.Delete(s.Image)
+}
+
 // ensureImage makes sure ref is in the engine and returns the reference
 // to create the container from: a local image ID or a digest reference
 // already there, or pulled by digest with the operator's registry
 // credentials. A "name@sha256:<image id>" pin of an image built here
 // (which has no repo digest) runs as that image ID.
 func (p *Provider) ensureImage(ctx context.Context, ref string) (string, error) {
+	if known, ok := p.present.Load(ref); ok {
+		return known.(string), nil
+	}
+	run, err := p.findOrPull(ctx, ref)
+	if err == nil {
+		p.present.Store(ref, run)
+	}
+	return run, err
+}
+
+func (p *Provider) findOrPull(ctx context.Context, ref string) (string, error) {
 	if _, err := p.cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	} else if !client.IsErrNotFound(err) {
