@@ -39,10 +39,17 @@ func (c *InitCmd) Run(g *Globals) error {
 		return exitError(1)
 	}
 	old, ldiags := planner.ReadLockFile(g.Dir)
-	diags = append(diags, ldiags...)
-	if ldiags.HasErrors() && !c.Upgrade {
-		printDiags(g, cfg.Files, diags)
-		return exitError(1)
+	if ldiags.HasErrors() {
+		if !c.Upgrade {
+			printDiags(g, cfg.Files, append(diags, ldiags...))
+			fmt.Fprintf(g.Stderr, "\nFix %s, or run hemra init -upgrade to rewrite it from scratch.\n", planner.LockFileName)
+			return exitError(1)
+		}
+		// -upgrade re-resolves everything: a broken lock is replaced.
+		fmt.Fprintf(g.Stdout, "%s could not be read; -upgrade writes it anew.\n", planner.LockFileName)
+		old = nil
+	} else {
+		diags = append(diags, ldiags...)
 	}
 	if old == nil {
 		old = planner.NewLockFile()
