@@ -135,10 +135,14 @@ func RenderText(w io.Writer, p *Plan, opts TextOptions) error {
 			}
 		}
 		ew.printf("\n")
-		if opts.Summary {
+		switch {
+		case opts.Summary:
 			renderSummaryList(ew, p, paint)
-		} else {
+		case p.Summary.Changes():
 			ew.printf("hemra will perform the following actions:\n")
+			renderDetails(ew, p, paint)
+		default:
+			ew.printf("hemra will run nothing. These attempts are recorded in the state but no longer declared:\n")
 			renderDetails(ew, p, paint)
 		}
 	}
