@@ -172,7 +172,9 @@ func TestHarborTaskImageIsBuiltOnceAndVerifiedOnTheSnapshot(t *testing.T) {
 		t.Errorf("%d builds after the task image was removed, want 2", n)
 	}
 	if id2, _ := p.FindTaskImage(ctx, b.Hash); id2 != "" {
-		t.Cleanup(func() { cli.ImageRemove(context.Background(), id2, image.RemoveOptions{Force: true, PruneChildren: true}) })
+		t.Cleanup(func() {
+			cli.ImageRemove(context.Background(), id2, image.RemoveOptions{Force: true, PruneChildren: true})
+		})
 	}
 
 	// A changed context file is a new hash, so a new image.

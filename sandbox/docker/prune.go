@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/docker/docker/api/types/container"
@@ -13,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
 )
 
 // PruneOptions say which labelled objects are leftovers.
@@ -66,7 +68,8 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 		}
 		item.Reason = "its hemra process is gone"
 		if !opts.DryRun {
-			if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
 				item.Error = err.Error()
 			}
 		}
