@@ -143,7 +143,7 @@ func (a *attemptRun) runHarness(ctx context.Context, inst sandbox.Instance) erro
 		return a.runOracle(ctx, inst)
 	case "":
 		if len(h.Command) == 0 {
-			return infraErr("harness %q has no command (driver and via harnesses are not supported yet)", h.Name)
+			return infraErr("harness %q has no command", h.Name)
 		}
 		return a.runProgram(ctx, inst)
 	}

@@ -270,6 +270,9 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 	// starts: a run that fails halfway for a missing key wastes the rest.
 	needsAgent := pa.Action != planner.ActionReverify && pa.Action != planner.ActionRejudge
 	if needsAgent {
+		if d := unsupportedHarness(harness); d != nil {
+			return nil, hcl.Diagnostics{d}
+		}
 		for _, name := range harness.Env {
 			v, ok := e.opts.Env(name)
 			if !ok {
@@ -344,6 +347,34 @@ func needsHarborSandbox(j *job) bool {
 		return j.pa.Action != planner.ActionRejudge
 	}
 	return j.harness.Builtin == "" && j.pa.Action != planner.ActionReverify && j.pa.Action != planner.ActionRejudge
+}
+
+// unsupportedHarness refuses, before anything runs, the harness kinds
+// this executor cannot run yet, rather than fail each of their attempts.
+func unsupportedHarness(h *config.Harness) *hcl.Diagnostic {
+	var what, attr string
+	switch {
+	case h.Driver != "":
+		what, attr = "driver harnesses (driver = ...)", "driver"
+	case h.Via != "":
+		what, attr = "harnesses run via "+h.Via, "via"
+	case len(h.MCP) > 0:
+		what, attr = "MCP servers (mcp blocks)", ""
+	default:
+		return nil
+	}
+	rng := h.DeclRange
+	if attr != "" {
+		rng = attrRange(h.Attrs, attr, h.DeclRange)
+	} else if len(h.MCP) > 0 {
+		rng = h.MCP[0].DeclRange
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Harness kind not supported yet",
+		Detail:   fmt.Sprintf("Harness %q uses %s, which this version of hemra cannot run yet. Program harnesses (command = [...]) and the built-ins oracle and nop can.", h.Name, what),
+		Subject:  rangePtr(rng),
+	}
 }
 
 func missingEnv(what, name, variable string, rng hcl.Range) *hcl.Diagnostic {
