@@ -98,7 +98,7 @@ type judgeInfo struct {
 
 // declared is one attempt the config declares.
 type declared struct {
-	pa   *PlannedAttempt
+	pa   PlannedAttempt // allocated with it: one allocation per attempt
 	eval *config.Eval
 	h    *config.Harness
 	hi   *harnessInfo
@@ -204,22 +204,25 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	// Prior that yields them out of order gets a map from that point on.
 	byAddress := make([]*declared, len(decl))
 	copy(byAddress, decl)
-	sort.Slice(byAddress, func(i, j int) bool { return byAddress[i].pa.Address < byAddress[j].pa.Address })
+	byAddr := func(a, b *declared) int { return strings.Compare(a.pa.Address, b.pa.Address) }
+	if !slices.IsSortedFunc(byAddress, byAddr) {
+		slices.SortFunc(byAddress, byAddr)
+	}
 	var orphans []*PlannedAttempt
 	var errs []error
 	next, last := 0, ""
-	var byAddr map[string]*declared
+	var addrMap map[string]*declared
 	err = p.prior.ForEachCurrent(func(addr string, c state.Current) error {
 		var d *declared
-		if byAddr == nil && addr < last {
-			byAddr = make(map[string]*declared, len(byAddress))
+		if addrMap == nil && addr < last {
+			addrMap = make(map[string]*declared, len(byAddress))
 			for _, d := range byAddress {
-				byAddr[d.pa.Address] = d
+				addrMap[d.pa.Address] = d
 			}
 		}
 		last = addr
-		if byAddr != nil {
-			d = byAddr[addr]
+		if addrMap != nil {
+			d = addrMap[addr]
 		} else {
 			for next < len(byAddress) && byAddress[next].pa.Address < addr {
 				next++
@@ -262,7 +265,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 
 	plan.Attempts = make([]*PlannedAttempt, 0, len(decl)+len(orphans))
 	for _, d := range decl {
-		plan.Attempts = append(plan.Attempts, d.pa)
+		plan.Attempts = append(plan.Attempts, &d.pa)
 	}
 	plan.Attempts = append(plan.Attempts, orphans...)
 	sortAttempts(plan.Attempts)
@@ -372,7 +375,7 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						variants[key] = tinfo
 					}
 					d := &declared{
-						pa: &PlannedAttempt{
+						pa: PlannedAttempt{
 							Address: addr, Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
 						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
@@ -447,7 +450,7 @@ func (p *planner) attemptGroup(rep int, semantics string) *group {
 // decide sets the action of a declared attempt from its current record
 // (nil: never attempted) and builds the manifest of attempts that run.
 func (p *planner) decide(d *declared, cur *state.Current) error {
-	pa := d.pa
+	pa := &d.pa
 	if cur == nil {
 		pa.Action = ActionRun
 		pa.Reasons = []string{"never attempted"}
@@ -559,7 +562,7 @@ func (p *planner) finish(decl []*declared) []error {
 			if olds[i] == nil {
 				continue
 			}
-			pa := d.pa
+			pa := &d.pa
 			stages := map[string]bool{StageAgent: true, StageVerify: true, StageJudge: true}
 			switch pa.Action {
 			case ActionReverify:
@@ -667,22 +670,26 @@ func ParseAddress(addr string) (evalName, harness, task string, rep int, ok bool
 // sortAttempts orders by eval, harness, task, then repetition as a number
 // (so #2 comes before #10).
 func sortAttempts(as []*PlannedAttempt) {
-	sort.Slice(as, func(i, j int) bool {
-		a, b := as[i], as[j]
-		if a.Eval != b.Eval {
-			return a.Eval < b.Eval
+	cmp := func(a, b *PlannedAttempt) int {
+		if c := strings.Compare(a.Eval, b.Eval); c != 0 {
+			return c
 		}
-		if a.Harness != b.Harness {
-			return a.Harness < b.Harness
+		if c := strings.Compare(a.Harness, b.Harness); c != 0 {
+			return c
 		}
-		if a.Task != b.Task {
-			return a.Task < b.Task
+		if c := strings.Compare(a.Task, b.Task); c != 0 {
+			return c
 		}
 		if a.Repetition != b.Repetition {
-			return a.Repetition < b.Repetition
+			return a.Repetition - b.Repetition
 		}
-		return a.Address < b.Address
-	})
+		return strings.Compare(a.Address, b.Address)
+	}
+	// Declared attempts come out of expand in this order already; only
+	// orphans need placing.
+	if !slices.IsSortedFunc(as, cmp) {
+		slices.SortStableFunc(as, cmp)
+	}
 }
 
 // manifest builds the manifest the attempt will be recorded with.
