@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -95,11 +96,19 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		}
 		a.snapshot, a.out.Snapshot = ref, ref
 	}
-	hostArtifacts := filepath.Join(a.ws, "collected", "artifacts")
-	if err := os.MkdirAll(filepath.Dir(hostArtifacts), 0o700); err != nil {
-		return infraErr("preparing the workspace: %v", err)
+	// The artifacts are read only once the instance is stopped. A local
+	// instance's folders are host folders that Stop leaves in place, so
+	// they are read where they are; from any other instance they are
+	// copied out first.
+	hostArtifacts := inst.Paths().Artifacts
+	var dlErr error
+	if j.settings.Kind != config.KindLocal {
+		hostArtifacts = filepath.Join(a.ws, "collected", "artifacts")
+		if err := os.MkdirAll(filepath.Dir(hostArtifacts), 0o700); err != nil {
+			return infraErr("preparing the workspace: %v", err)
+		}
+		dlErr = inst.Download(ctx, inst.Paths().Artifacts, hostArtifacts)
 	}
-	dlErr := inst.Download(ctx, inst.Paths().Artifacts, hostArtifacts)
 	stopped = true
 	if err := stopInstance(ctx, inst); err != nil {
 		return infraErr("stopping the agent's sandbox: %v", err)

@@ -66,7 +66,7 @@ var misbehaving = map[string]struct {
 	"flood":        {script: hello + ` while :; do echo '{"type":"event","kind":"log","data":{"level":"info","message":"flooding the pipe with events"}}'; done`, class: state.ClassProtocolError, errWith: "of events"},
 	"ignorecancel": {script: `trap '' TERM INT; ` + hello + ` while :; do sleep 1; done`, timeout: "2s", class: state.ClassAgentTimeout, errWith: "deadline"},
 	"forker":       {script: hello + ` sleep 300 & echo $! > "$HEMRA_AGENT_LOGS/child.pid"; echo hello > "$HEMRA_WORKDIR/hello.txt"; echo '{"type":"result","status":"ok"}'`, class: state.ClassPassed},
-	"symlink":      {script: hello + ` ln -s /etc/passwd "$HEMRA_ARTIFACTS_DIR/passwd"; echo fine > "$HEMRA_ARTIFACTS_DIR/real.txt"; echo hello > "$HEMRA_WORKDIR/hello.txt"; echo '{"type":"result","status":"ok"}'`, class: state.ClassPassed},
+	"symlink":      {script: hello + ` ln -s /etc/passwd "$HEMRA_ARTIFACTS_DIR/passwd"; echo fine > "$HEMRA_ARTIFACTS_DIR/real.txt"; echo hello > "$HEMRA_WORKDIR/hello.txt"; echo '{"type":"result","status":"ok"}'`, class: state.ClassPassed, errWith: "artifact passwd left out"},
 	"overquota":    {script: hello + ` head -c 4096 /dev/zero > "$HEMRA_ARTIFACTS_DIR/big.bin"; echo '{"type":"result","status":"ok"}'`, class: state.ClassProtocolError, errWith: "quota"},
 }
 
