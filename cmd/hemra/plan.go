@@ -25,6 +25,10 @@ type PlanFlags struct {
 	Replace     []string      `name:"replace" sep:"none" placeholder:"ADDR" help:"Re-run attempts matching ADDR even if nothing changed. Repeatable."`
 	Require     []string      `name:"require" placeholder:"CAP" help:"Require capabilities of every eval's sandboxes (comma-separated or repeated), as eval require = [...] does."`
 	LockTimeout time.Duration `name:"lock-timeout" default:"0s" placeholder:"DURATION" help:"How long apply waits for another apply's writer lock (0: refuse at once)."`
+
+	// jsonErrors makes makePlan print error diagnostics as the JSON
+	// object `hemra validate -json` prints, on stdout, for machines.
+	jsonErrors bool
 }
 
 // PlanCmd is `hemra plan`.
@@ -73,6 +77,7 @@ func (c *PlanCmd) Run(g *Globals) error {
 	if c.JSON {
 		format = "json"
 	}
+	c.jsonErrors = format == "json"
 	plan, _, err := makePlan(g, &c.PlanFlags)
 	if err != nil {
 		return err
@@ -163,6 +168,15 @@ func (l *lazyResolver) Resolve(ctx context.Context, ref string) (string, error) 
 // then live), plans, and prints every diagnostic. On error diagnostics it
 // returns exitError(1) having printed them.
 func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
+	printDiags := func(g *Globals, files map[string]*hcl.File, diags hcl.Diagnostics) {
+		if f.jsonErrors && diags.HasErrors() {
+			enc := json.NewEncoder(g.Stdout)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(diagsJSON(files, diags))
+			return
+		}
+		printDiags(g, files, diags)
+	}
 	cfg, diags := config.Load(g.Dir, config.LoadOptions{
 		Vars:     f.Vars,
 		VarFiles: f.VarFiles,
