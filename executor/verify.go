@@ -127,11 +127,17 @@ func (a *attemptRun) verifyHarbor(ctx context.Context) error {
 	if res.timedOut {
 		return &stageError{state.ClassVerifierError, fmt.Sprintf("tests/test.sh did not finish within %s", timeout)}
 	}
-	hostLogs := filepath.Join(a.ws, "collected", "verifier")
-	if err := os.MkdirAll(filepath.Dir(hostLogs), 0o700); err != nil {
-		return infraErr("preparing the workspace: %v", err)
+	// As for artifacts: a local instance's log folder is read in place
+	// once it is stopped; any other is copied out first.
+	hostLogs := p.VerifierLogs
+	var dlErr error
+	if j.settings.Kind != config.KindLocal {
+		hostLogs = filepath.Join(a.ws, "collected", "verifier")
+		if err := os.MkdirAll(filepath.Dir(hostLogs), 0o700); err != nil {
+			return infraErr("preparing the workspace: %v", err)
+		}
+		dlErr = inst.Download(ctx, p.VerifierLogs, hostLogs)
 	}
-	dlErr := inst.Download(ctx, p.VerifierLogs, hostLogs)
 	stopped = true
 	if err := stopInstance(ctx, inst); err != nil {
 		return infraErr("stopping the verifier's sandbox: %v", err)
