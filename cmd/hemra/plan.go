@@ -46,12 +46,12 @@ func (c *PlanCmd) Help() string {
 	return `Compares what the configuration declares with what the state records and
 says, per attempt, what apply would do and why:
 
-  +   run          never attempted
-  -/+ re-run       the agent's inputs changed (changes and diffs shown)
-  ~   re-verify    only the verifier's inputs changed; the agent's outcome is reused
-  ~   re-judge     only the judges' inputs changed
-  !   retry        the last attempt ended in an infrastructure error or was interrupted
-  -   orphaned     recorded in state, no longer declared (nothing is deleted)
+  run        (+)    never attempted
+  re-run     (-/+)  the agent's inputs changed (changes and diffs shown)
+  re-verify  (~)    only the verifier's inputs changed; the agent's outcome is reused
+  re-judge   (~)    only the judges' inputs changed
+  retry      (!)    the last attempt ended in an infrastructure error or was interrupted
+  orphaned   (-)    recorded in state, no longer declared (nothing is deleted)
 
 Image tags are resolved to digests from hemra.lock.hcl (see hemra init),
 or live when the lock has no entry, which the plan says.
