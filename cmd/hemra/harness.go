@@ -173,17 +173,19 @@ func (c *HarnessCheckCmd) pickTask(g *Globals, using *config.Eval) (*dataset.Tas
 		dir = filepath.Join(g.Dir, dir)
 	}
 	dir = filepath.Clean(dir)
-	tasks, diags := dataset.LoadDir(filepath.Dir(dir), dataset.LoadOptions{})
-	for _, t := range tasks {
-		if t.Dir == dir || t.Name == filepath.Base(dir) {
-			return t, nil
-		}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("-task %s: not a Harbor task folder (task.toml, instruction.md, tests/)", c.Task)
 	}
-	if diags.HasErrors() {
+	// Only that folder: its siblings are none of the check's business.
+	task, diags := dataset.LoadTask(dir)
+	if diags.HasErrors() || task == nil {
+		if len(diags) == 0 {
+			return nil, fmt.Errorf("-task %s: not a Harbor task folder (task.toml, instruction.md, tests/)", c.Task)
+		}
 		printDiags(g, nil, diags)
 		return nil, exitError(1)
 	}
-	return nil, fmt.Errorf("-task %s: not a Harbor task folder (task.toml, instruction.md, tests/)", c.Task)
+	return task, nil
 }
 
 func cfgFiles(cfg *config.Config) map[string]*hcl.File {
