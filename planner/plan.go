@@ -28,6 +28,12 @@ type Options struct {
 	// it are hashed without it (it changes with every apply). Never
 	// fingerprinted.
 	StoreDir string
+	// SnapshotExists, when set, asks the sandbox whether an agent snapshot
+	// recorded as kept (state.Outcome.Snapshot) is still there: one that
+	// was removed outside hemra upgrades a re-verify to a re-run. It is
+	// called only for attempts whose verifier inputs changed, possibly
+	// from several goroutines. Nil trusts the state's SnapshotKept.
+	SnapshotExists func(ref string) bool
 }
 
 // FormatVersion is the version of the plan's JSON form (and so of the

@@ -449,6 +449,22 @@ func (p *planner) attemptGroup(rep int, semantics string) *group {
 
 // decide sets the action of a declared attempt from its current record
 // (nil: never attempted) and builds the manifest of attempts that run.
+// snapshotKept reports whether the agent snapshot a re-verify would start
+// from is recorded as kept and, when the command can ask, still exists.
+func (p *planner) snapshotKept(cur *state.Current) bool {
+	if !cur.SnapshotKept {
+		return false
+	}
+	if p.opts.SnapshotExists == nil {
+		return true
+	}
+	a, err := p.prior.Attempt(cur.AttemptID)
+	if err != nil || a == nil || a.Outcome == nil || a.Outcome.Snapshot == "" {
+		return false
+	}
+	return p.opts.SnapshotExists(a.Outcome.Snapshot)
+}
+
 func (p *planner) decide(d *declared, cur *state.Current) error {
 	pa := &d.pa
 	if cur == nil {
@@ -481,7 +497,7 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	case cur.Status == state.StatusErrored || cur.Class == state.ClassInfraError:
 		pa.Action = ActionRetry
 		pa.Reasons = []string{"the last attempt ended in an infrastructure error"}
-	case verifyChanged && !cur.SnapshotKept:
+	case verifyChanged && !p.snapshotKept(cur):
 		pa.Action = ActionRerun
 		pa.Reasons = []string{"the verifier's inputs changed and the agent's snapshot was not kept, so the agent must run again"}
 	case verifyChanged:
