@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,7 +47,14 @@ type Store struct {
 	stopped chan struct{}
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
+
+	opens atomic.Int64 // state.db opens, for DBOpens
 }
+
+// DBOpens is how many times this Store has opened state.db: one per read
+// transaction (View and each read method) and one per write batch. A
+// command listing many records should cost one, whatever their number.
+func (s *Store) DBOpens() int64 { return s.opens.Load() }
 
 // Meta is the store's identity and change counter.
 type Meta struct {
@@ -201,6 +209,7 @@ func validID(id string) bool {
 func (s *Store) openDB(write bool) (*bolt.DB, error) {
 	path := filepath.Join(s.dir, dbFile)
 	timeout := s.opts.BusyTimeout
+	s.opens.Add(1)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		ReadOnly: !write,
 		Timeout:  timeout,

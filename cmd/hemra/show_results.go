@@ -73,20 +73,26 @@ type latestAttempt struct {
 }
 
 func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
-	var addrs []string
-	if err := store.ForEachCurrent(func(addr string, _ state.Current) error {
-		addrs = append(addrs, addr)
-		return nil
-	}); err != nil {
+	// One read transaction for the whole listing: one open of state.db
+	// whatever the number of addresses.
+	var current []*state.Attempt
+	err := store.View(func(v *state.View) error {
+		return v.ForEachCurrent(func(addr string, _ state.Current) error {
+			a, err := v.CurrentAttempt(addr)
+			if err != nil {
+				return err
+			}
+			current = append(current, a)
+			return nil
+		})
+	})
+	if err != nil {
 		return err
 	}
 	groups := map[[2]string]*resultGroup{}
 	var list []latestAttempt
-	for _, addr := range addrs {
-		a, err := store.CurrentAttempt(addr)
-		if err != nil {
-			return err
-		}
+	for _, a := range current {
+		addr := a.Address
 		k := [2]string{a.Manifest.Eval, a.Manifest.Harness}
 		gr := groups[k]
 		if gr == nil {
@@ -254,12 +260,18 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 // showRun prints one run and its attempts.
 func (c *ShowCmd) showRun(g *Globals, store *state.Store, r *state.Run) error {
 	var attempts []*state.Attempt
-	for _, id := range r.Attempts {
-		a, err := store.Attempt(id)
-		if err != nil {
-			return err
+	err := store.View(func(v *state.View) error {
+		for _, id := range r.Attempts {
+			a, err := v.Attempt(id)
+			if err != nil {
+				return err
+			}
+			attempts = append(attempts, a)
 		}
-		attempts = append(attempts, a)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if c.JSON {
 		return writeJSON(g.Stdout, map[string]any{"run": r, "attempts": attempts})
