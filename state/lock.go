@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -34,6 +36,59 @@ func (e *ErrLocked) Error() string {
 		msg += fmt.Sprintf("; gave up after waiting %s", e.Waited)
 	}
 	return msg
+}
+
+// LockInfo is who holds the store's writer lock: a running apply.
+type LockInfo struct {
+	PID     int       `json:"pid"`
+	Host    string    `json:"host"`
+	Command string    `json:"command,omitempty"`
+	Since   time.Time `json:"since"`
+}
+
+// String is "pid N on HOST since T" (T in UTC), or "another hemra
+// process" when the holder has not written its details yet.
+func (l *LockInfo) String() string {
+	if l.PID == 0 {
+		return "another hemra process"
+	}
+	return fmt.Sprintf("pid %d on %s since %s", l.PID, l.Host, l.Since.UTC().Format("2006-01-02 15:04:05 UTC"))
+}
+
+// WriterActive says whether another process holds the store's writer lock
+// now (an apply is running), and who. It never waits and never takes the
+// lock: a writer empties writer.lock when it lets go, so an empty or
+// missing file answers at once; only a file left behind by a killed
+// writer, or a live one, costs a non-blocking probe of the lock. A lock
+// held by this process (an apply planning under its own lock) is not
+// another writer.
+func (s *Store) WriterActive() (*LockInfo, bool) {
+	path := filepath.Join(s.dir, lockFile)
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil, false
+	}
+	var h lockHolder
+	_ = json.Unmarshal(b, &h)
+	host, _ := os.Hostname()
+	if h.PID == os.Getpid() && h.Host == host {
+		return nil, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == nil {
+		// Nobody holds it: the details are a killed writer's.
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return nil, false
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, false
+	}
+	return &LockInfo{PID: h.PID, Host: h.Host, Command: h.Command, Since: h.Since}, true
 }
 
 // lockHolder is what a writer writes into writer.lock.

@@ -157,16 +157,34 @@ func TestKilledWriter(t *testing.T) {
 		t.Fatalf("second writer got %v, want locked by pid %d", err, cmd.Process.Pid)
 	}
 
+	// A reader (hemra plan) sees the running apply without taking its lock.
+	r, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := r.WriterActive(); !ok || info.PID != cmd.Process.Pid || info.Command != "hemra apply" {
+		t.Errorf("WriterActive while the writer lives = %+v, %v; want pid %d (hemra apply)", info, ok, cmd.Process.Pid)
+	}
+
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
 
+	// The killed writer's details are still in writer.lock; nobody holds it.
+	if info, ok := r.WriterActive(); ok {
+		t.Errorf("WriterActive after the writer was killed = %+v, want none", info)
+	}
 	w, err := state.Open(dir, state.Options{Writer: true})
 	if err != nil {
 		t.Fatalf("opening after the writer was killed: %v", err)
 	}
 	defer w.Close()
+	// A writer in this very process (apply planning under its own lock) is
+	// not another apply.
+	if info, ok := r.WriterActive(); ok {
+		t.Errorf("WriterActive with this process's own writer = %+v, want none", info)
+	}
 	n, err := w.RecoverInterrupted()
 	if err != nil || n != 1 {
 		t.Fatalf("RecoverInterrupted = %d, %v; want 1", n, err)
