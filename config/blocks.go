@@ -464,7 +464,7 @@ func (l *loader) decodeDataset(n *node) cty.Value {
 		return value
 	}
 	rng := d.attr("source").Expr.Range()
-	tasks, diags := dataset.Load(src, l.cfg.Dir, dataset.LoadOptions{Files: l.cfg.Files})
+	tasks, diags := dataset.Load(src, l.cfg.Dir, dataset.LoadOptions{Files: l.cfg.Files, HashCache: l.opts.HashCache})
 	for _, diag := range diags {
 		if diag.Subject == nil {
 			diag.Subject = rng.Ptr()

@@ -215,4 +215,8 @@ type LoadOptions struct {
 	// Version is hemra's version, checked against hemra.required_version.
 	// Empty skips the check (the constraint's syntax is still checked).
 	Version string
+	// HashCache, when not nil, is the file hash cache datasets consult
+	// (dataset.HashCache): unchanged task files are not read again. The
+	// caller saves it.
+	HashCache *dataset.HashCache
 }

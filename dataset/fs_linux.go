@@ -27,7 +27,43 @@ type dirRef struct {
 	// root, the bare name for a subfolder. Diagnostics name files by the
 	// task-relative path the walk tracks (fileError), not by this.
 	path string
+	// prefix, when set, makes this a folder that was not opened (its
+	// entries came from the hash cache): fd is an ancestor's and names
+	// are resolved as prefix+name relative to it.
+	prefix string
 }
+
+// cacheSupported: the hash cache needs ctime and inode numbers.
+const cacheSupported = true
+
+// statOf converts a stat buffer into what the hash cache compares.
+func statOf(s *unix.Stat_t, st *fileStat) {
+	*st = fileStat{size: s.Size, mtime: s.Mtim.Nano(), ctime: s.Ctim.Nano(), ino: uint64(s.Ino), dev: uint64(s.Dev), mode: s.Mode}
+}
+
+// statAt stats name in d without following a link.
+func (r *taskReader) statAt(d dirRef, name string, st *fileStat) error {
+	var s unix.Stat_t
+	if err := unix.Fstatat(d.fd, d.prefix+name, &s, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	statOf(&s, st)
+	return nil
+}
+
+// statDir stats an opened folder.
+func (r *taskReader) statDir(d dirRef, st *fileStat) error {
+	var s unix.Stat_t
+	if err := unix.Fstat(d.fd, &s); err != nil {
+		return err
+	}
+	statOf(&s, st)
+	return nil
+}
+
+// isRegular and isDir read a fileStat's type.
+func (st *fileStat) isRegular() bool { return st.mode&unix.S_IFMT == unix.S_IFREG }
+func (st *fileStat) isDir() bool     { return st.mode&unix.S_IFMT == unix.S_IFDIR }
 
 func openDir(path string) (dirRef, error) {
 	fd, err := retryEINTR(func() (int, error) {
@@ -41,7 +77,7 @@ func openDir(path string) (dirRef, error) {
 
 func (r *taskReader) openSubdir(d dirRef, name string) (dirRef, error) {
 	fd, err := retryEINTR(func() (int, error) {
-		return r.openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+		return r.openat(d.fd, d.prefix+name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW)
 	})
 	if err != nil {
 		return dirRef{fd: -1}, &os.PathError{Op: "open", Path: d.path + "/" + name, Err: err}
@@ -49,7 +85,17 @@ func (r *taskReader) openSubdir(d dirRef, name string) (dirRef, error) {
 	return dirRef{fd: fd, path: name}, nil
 }
 
-func (d dirRef) close() { unix.Close(d.fd) }
+// unopened is the subfolder name of d, reached through d's descriptor
+// without opening it.
+func (d dirRef) unopened(name string) dirRef {
+	return dirRef{fd: d.fd, path: name, prefix: d.prefix + name + "/"}
+}
+
+func (d dirRef) close() {
+	if d.prefix == "" {
+		unix.Close(d.fd)
+	}
+}
 
 // list reads a folder's entries, unsorted, without "." and "..".
 func (r *taskReader) list(d dirRef) ([]dirEntry, error) {
@@ -130,11 +176,12 @@ func modeType(m uint32) fs.FileMode {
 }
 
 // readFileAt hashes the regular file name in d. When keep is set its bytes
-// are returned as a fresh slice.
-func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte, error) {
+// are returned as a fresh slice. st receives the file's stat, taken before
+// reading.
+func (r *taskReader) readFileAt(d dirRef, name string, keep bool, out *fileStat) (File, []byte, error) {
 	p := func() string { return d.path + "/" + name }
 	fd, err := retryEINTR(func() (int, error) {
-		return r.openat(d.fd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+		return r.openat(d.fd, d.prefix+name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	})
 	if err != nil {
 		return File{}, nil, &os.PathError{Op: "open", Path: p(), Err: err}
@@ -147,6 +194,7 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte,
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return File{}, nil, &os.PathError{Op: "open", Path: p(), Err: errNotRegular}
 	}
+	statOf(&st, out)
 	f := File{Mode: 0o644}
 	if st.Mode&0o111 != 0 {
 		f.Mode = 0o755
@@ -209,7 +257,7 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte,
 func readLinkAt(d dirRef, name string) (string, error) {
 	buf := make([]byte, 256)
 	for range 8 {
-		n, err := unix.Readlinkat(d.fd, name, buf)
+		n, err := unix.Readlinkat(d.fd, d.prefix+name, buf)
 		if err != nil {
 			return "", &os.PathError{Op: "readlink", Path: d.path + "/" + name, Err: err}
 		}

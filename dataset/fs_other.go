@@ -5,6 +5,7 @@ package dataset
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,17 @@ import (
 type dirRef struct {
 	path string
 }
+
+// cacheSupported: the hash cache needs ctime and inode numbers, which only
+// the Linux reader gets; elsewhere every file is read.
+const cacheSupported = false
+
+var errNoCache = errors.New("the file hash cache is used on Linux only")
+
+func (r *taskReader) statAt(d dirRef, name string, st *fileStat) error { return errNoCache }
+func (r *taskReader) statDir(d dirRef, st *fileStat) error             { return errNoCache }
+func (st *fileStat) isRegular() bool                                   { return false }
+func (st *fileStat) isDir() bool                                       { return false }
 
 func openDir(path string) (dirRef, error) {
 	fi, err := os.Stat(path)
@@ -30,6 +42,8 @@ func openDir(path string) (dirRef, error) {
 func (r *taskReader) openSubdir(d dirRef, name string) (dirRef, error) {
 	return dirRef{path: filepath.Join(d.path, name)}, nil
 }
+
+func (d dirRef) unopened(name string) dirRef { return dirRef{path: filepath.Join(d.path, name)} }
 
 func (d dirRef) close() {}
 
@@ -50,7 +64,7 @@ func (r *taskReader) list(d dirRef) ([]dirEntry, error) {
 	return out, nil
 }
 
-func (r *taskReader) readFileAt(d dirRef, name string, keep bool) (File, []byte, error) {
+func (r *taskReader) readFileAt(d dirRef, name string, keep bool, _ *fileStat) (File, []byte, error) {
 	fh, err := os.Open(filepath.Join(d.path, name))
 	if err != nil {
 		return File{}, nil, err

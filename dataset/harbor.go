@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -81,6 +82,7 @@ func loadDir(dir, display string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
 		}
 	}
 
+	start := time.Now()
 	results := make([]taskResult, len(names))
 	workers := opts.Workers
 	if workers <= 0 {
@@ -94,6 +96,7 @@ func loadDir(dir, display string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
 		go func() {
 			defer wg.Done()
 			r := newTaskReader()
+			r.useCache(opts.HashCache, start)
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(names) {
@@ -129,6 +132,131 @@ type taskReader struct {
 	buf       []byte
 	direntBuf []byte // getdents buffer (Linux)
 	nameBuf   []byte // NUL-terminated file name for openat (Linux)
+
+	// The hash cache, when used (see cache.go's methods below): cur is
+	// the current task folder's recorded entries, recs what this load
+	// found (from the cache or from disk), allHit whether every lookup
+	// matched. Files or folders modified at or after notAfter are not
+	// recorded (racily clean).
+	cache    *HashCache
+	notAfter int64
+	root     string
+	group    cacheGroup
+	cur      []cacheEntry
+	recs     []cacheEntry
+	allHit   bool
+}
+
+// useCache makes the reader consult and feed c (nil: no cache). start is
+// when the load began.
+func (r *taskReader) useCache(c *HashCache, start time.Time) {
+	if c == nil || !cacheSupported {
+		return
+	}
+	r.cache = c
+	r.notAfter = start.Add(-racyWindow).UnixNano()
+}
+
+// beginTask looks up the task folder root in the cache.
+func (r *taskReader) beginTask(root string) {
+	if r.cache == nil {
+		return
+	}
+	r.root = root
+	r.group, r.cur, r.allHit = r.cache.group(root, r.cur)
+	r.recs = r.recs[:0]
+}
+
+// endTask hands what the load found to the cache: the recorded group
+// unchanged when everything matched, else a new group.
+func (r *taskReader) endTask() {
+	if r.cache == nil {
+		return
+	}
+	if r.allHit && len(r.recs) == len(r.cur) {
+		r.cache.keep(r.group)
+	} else if len(r.recs) > 0 {
+		r.cache.add(encodeGroup(r.root, r.recs))
+	}
+	r.recs = r.recs[:0]
+}
+
+// find returns the recorded entry of rel, or nil.
+func (r *taskReader) find(rel string) *cacheEntry {
+	i, ok := slices.BinarySearchFunc(r.cur, rel, func(e cacheEntry, rel string) int { return cmp.Compare(e.rel, rel) })
+	if !ok {
+		return nil
+	}
+	return &r.cur[i]
+}
+
+// settled reports whether a stat is old enough to be recorded.
+func (r *taskReader) settled(st *fileStat) bool {
+	return st.mtime < r.notAfter && st.ctime < r.notAfter
+}
+
+// hit records a valid entry found in the cache.
+func (r *taskReader) hit(e *cacheEntry) { r.recs = append(r.recs, *e) }
+
+// miss records an entry read from disk, when its stat has settled.
+func (r *taskReader) miss(e cacheEntry) {
+	r.allHit = false
+	if r.settled(&e.st) {
+		r.recs = append(r.recs, e)
+	}
+}
+
+// cachedDir returns the recorded entries of the folder name in d (rel from
+// the task root) when its stat still matches.
+func (r *taskReader) cachedDir(d dirRef, name, rel string) ([]dirEntry, bool) {
+	e := r.find(rel)
+	if e == nil {
+		return nil, false
+	}
+	var st fileStat
+	if err := r.statAt(d, name, &st); err != nil || !r.cache.valid(e, kindDir, &st) {
+		return nil, false
+	}
+	r.hit(e)
+	return e.dir, true
+}
+
+// cachedFile returns the recorded hash (and bytes, when keep) of the
+// regular file name in d when its stat still matches.
+func (r *taskReader) cachedFile(d dirRef, name, rel string, keep bool) (File, []byte, bool) {
+	e := r.find(rel)
+	if e == nil || (keep && !e.hasData) {
+		return File{}, nil, false
+	}
+	var st fileStat
+	if err := r.statAt(d, name, &st); err != nil || !r.cache.valid(e, kindFile, &st) {
+		return File{}, nil, false
+	}
+	r.hit(e)
+	f := File{SHA256: hex.EncodeToString(e.sha[:]), Size: st.size, Mode: 0o644}
+	if st.mode&0o111 != 0 {
+		f.Mode = 0o755
+	}
+	return f, e.content, true
+}
+
+// rememberFile records a file read from disk.
+func (r *taskReader) rememberFile(rel string, st *fileStat, f File, data []byte, keep bool) {
+	e := cacheEntry{rel: rel, kind: kindFile, st: *st}
+	if n, err := hex.Decode(e.sha[:], []byte(f.SHA256)); err != nil || n != len(e.sha) || f.Size != st.size {
+		r.allHit = false
+		return
+	}
+	if keep && len(data) <= maxCachedContent {
+		e.content, e.hasData = data, true
+	}
+	r.miss(e)
+}
+
+// rememberDir records a folder listed from disk; st was taken before the
+// listing.
+func (r *taskReader) rememberDir(rel string, st *fileStat, entries []dirEntry) {
+	r.miss(cacheEntry{rel: rel, kind: kindDir, st: *st, dir: entries})
 }
 
 // dirEntry is one entry of a task folder; typ holds only the type bits.
@@ -190,11 +318,13 @@ func keepContent(rel string) bool {
 }
 
 func (r *taskReader) load(dir, display, name string) taskResult {
+	r.beginTask(dir)
+	defer r.endTask()
 	root, err := openDir(dir)
 	var entries []dirEntry
 	if err == nil {
 		defer root.close()
-		entries, err = r.list(root)
+		entries, err = r.listRoot(root)
 	}
 	if err != nil {
 		return taskResult{diags: hcl.Diagnostics{{
@@ -352,6 +482,27 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 	return res
 }
 
+// listRoot lists a task folder, from the hash cache when its stat still
+// matches.
+func (r *taskReader) listRoot(root dirRef) ([]dirEntry, error) {
+	if r.cache == nil {
+		return r.list(root)
+	}
+	var st fileStat
+	if err := r.statDir(root, &st); err != nil {
+		return r.list(root)
+	}
+	if e := r.find(""); e != nil && r.cache.valid(e, kindDir, &st) {
+		r.hit(e)
+		return e.dir, nil
+	}
+	entries, err := r.list(root)
+	if err == nil {
+		r.rememberDir("", &st, entries)
+	}
+	return entries, err
+}
+
 func stepInstruction(w *walkState, base string) []byte {
 	b, _ := w.content(base + "instruction.md")
 	return b
@@ -380,26 +531,50 @@ func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry
 		}
 		switch typ := e.typ; {
 		case typ.IsDir():
+			if r.cache != nil {
+				if subEntries, ok := r.cachedDir(d, e.name, childRel); ok {
+					// Not opened: its files are reached through d.
+					r.walk(w, d.unopened(e.name), childRel, subEntries)
+					continue
+				}
+			}
 			sub, err := r.openSubdir(d, e.name)
 			if err != nil {
 				w.diags = append(w.diags, fileError(w, childRel, err))
 				continue
 			}
+			var st fileStat
+			statted := r.cache != nil && r.statDir(sub, &st) == nil
 			subEntries, err := r.list(sub)
 			if err != nil {
 				sub.close()
 				w.diags = append(w.diags, fileError(w, childRel, err))
 				continue
 			}
+			if statted {
+				r.rememberDir(childRel, &st, subEntries)
+			}
 			r.walk(w, sub, childRel, subEntries)
 			sub.close()
 		case typ&fs.ModeSymlink != 0:
 			r.link(w, d, e.name, childRel)
 		case typ.IsRegular():
-			f, data, err := r.readFileAt(d, e.name, keepContent(childRel))
-			if err != nil {
-				w.diags = append(w.diags, fileError(w, childRel, err))
-				continue
+			keep := keepContent(childRel)
+			f, data, hit := File{}, []byte(nil), false
+			if r.cache != nil {
+				f, data, hit = r.cachedFile(d, e.name, childRel, keep)
+			}
+			if !hit {
+				var st fileStat
+				var err error
+				f, data, err = r.readFileAt(d, e.name, keep, &st)
+				if err != nil {
+					w.diags = append(w.diags, fileError(w, childRel, err))
+					continue
+				}
+				if r.cache != nil {
+					r.rememberFile(childRel, &st, f, data, keep)
+				}
 			}
 			f.Path = childRel
 			w.files = append(w.files, f)

@@ -20,6 +20,10 @@ type LoadOptions struct {
 	// diagnostic's filename, so the caller can print snippets. Only the
 	// calling goroutine writes to it.
 	Files map[string]*hcl.File
+	// HashCache, when not nil, lets unchanged task files go unread (see
+	// HashCache). Results are the same with or without it. The caller
+	// opens it and saves it after loading.
+	HashCache *HashCache
 }
 
 // remotePrefixes are the dataset sources SPEC §1 names that need a

@@ -119,10 +119,19 @@ func Generate(dir string, n int) error {
 
 // Plan loads dir and plans it against the store in storeDir, the way
 // `hemra plan` does (lock file only: no registry).
+//
+// Like `hemra plan`, it uses the store's file hash cache
+// (<store>/cache/filehash.v1) and saves it when the store exists.
 func Plan(dir, storeDir string) (*planner.Plan, *config.Config, error) {
-	cfg, diags := config.Load(dir, config.LoadOptions{})
+	hc := dataset.OpenHashCache(filepath.Join(storeDir, "cache", "filehash.v1"))
+	cfg, diags := config.Load(dir, config.LoadOptions{HashCache: hc})
 	if diags.HasErrors() {
 		return nil, nil, diags
+	}
+	if _, err := os.Stat(storeDir); err == nil {
+		if err := hc.Save(); err != nil {
+			return nil, nil, err
+		}
 	}
 	lock, diags := planner.ReadLockFile(dir)
 	if diags.HasErrors() {
