@@ -177,12 +177,15 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 		}
 		printDiags(g, files, diags)
 	}
+	hc := openHashCache(g)
 	cfg, diags := config.Load(g.Dir, config.LoadOptions{
-		Vars:     f.Vars,
-		VarFiles: f.VarFiles,
-		Environ:  g.Environ,
-		Version:  Version,
+		Vars:      f.Vars,
+		VarFiles:  f.VarFiles,
+		Environ:   g.Environ,
+		Version:   Version,
+		HashCache: hc,
 	})
+	saveHashCache(g, hc)
 	if diags.HasErrors() {
 		printDiags(g, filesOf(cfg), diags)
 		return nil, nil, exitError(1)

@@ -27,13 +27,16 @@ Examples:
 }
 
 func (c *ValidateCmd) Run(g *Globals) error {
+	hc := openHashCache(g)
 	cfg, diags := config.Load(g.Dir, config.LoadOptions{
 		Vars:                  c.Vars,
 		VarFiles:              c.VarFiles,
 		Environ:               g.Environ,
 		UnsetVariablesUnknown: true,
 		Version:               Version,
+		HashCache:             hc,
 	})
+	saveHashCache(g, hc)
 	if c.JSON {
 		enc := json.NewEncoder(g.Stdout)
 		enc.SetIndent("", "  ")
