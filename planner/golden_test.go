@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // (before/<path>, after/<path>, or <path> for both; after/DELETE lists
 // paths to remove), and optionally:
 //
-//	flags: lines "target PATTERN", "replace PATTERN", "require CAP"
+//	flags: lines "target PATTERN", "replace PATTERN", "require CAP",
+//	       "running PID HOST SINCE" (an apply holds the writer lock)
 //	state: lines "ADDRESS STATUS CLASS [snapshot-gone]" changing how the
 //	       before plan's attempts ended
 //
@@ -114,6 +116,14 @@ func runGolden(t *testing.T, dir string) {
 					opts.Replace = append(opts.Replace, v)
 				case "require":
 					opts.Require = append(opts.Require, v)
+				case "running": // an apply holds the writer lock: PID HOST SINCE
+					f := strings.Fields(v)
+					since, err := time.Parse(time.RFC3339, f[2])
+					if err != nil {
+						t.Fatalf("flags: running %q: %v", v, err)
+					}
+					pid, _ := strconv.Atoi(f[0])
+					opts.RunningApply = &state.LockInfo{PID: pid, Host: f[1], Command: "hemra apply", Since: since}
 				default:
 					t.Fatalf("flags: unknown %q", k)
 				}
@@ -191,6 +201,18 @@ func runGolden(t *testing.T, dir string) {
 		t.Errorf("the plan depends on the order the prior lists its attempts in:\n%s", lineDiff(string(js), string(js2)))
 	}
 
+	// A store with a running apply (Store.WriterActive) plans the same as
+	// being told of it.
+	if opts.RunningApply != nil {
+		told := opts
+		told.RunningApply = nil
+		probed, _ := planner.Compute(cfg, busyPrior{prior, opts.RunningApply}, imageOpts(t, cfg, after, told))
+		js3, _ := json.MarshalIndent(probed, "", "  ")
+		if !bytes.Equal(js, js3) {
+			t.Errorf("a prior whose writer is active plans differently from Options.RunningApply:\n%s", lineDiff(string(js), string(js3)))
+		}
+	}
+
 	// Every fingerprint can be recomputed from its manifest's inputs.
 	for _, a := range plan.Attempts {
 		if a.Manifest == nil {
@@ -208,6 +230,14 @@ func runGolden(t *testing.T, dir string) {
 		}
 	}
 }
+
+// busyPrior is a store another process's apply is writing to.
+type busyPrior struct {
+	*planner.MemoryPrior
+	writer *state.LockInfo
+}
+
+func (b busyPrior) WriterActive() (*state.LockInfo, bool) { return b.writer, true }
 
 // reversedPrior lists current attempts in reverse address order.
 type reversedPrior struct{ *planner.MemoryPrior }

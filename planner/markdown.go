@@ -21,6 +21,9 @@ const markdownBudget = MarkdownLimit - 2048
 func RenderMarkdown(w io.Writer, p *Plan) error {
 	var head bytes.Buffer
 	fmt.Fprintf(&head, "### hemra plan\n\n**%s**\n\n", SummaryLine(p))
+	if note := RunningApplyNote(p); note != "" {
+		fmt.Fprintf(&head, "> [!WARNING]\n> %s\n\n", mdEscape(note))
+	}
 	s := p.Summary
 	if s.Changes() || s.Orphaned > 0 {
 		head.WriteString("| | action | attempts |\n|---|---|---:|\n")

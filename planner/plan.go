@@ -34,6 +34,11 @@ type Options struct {
 	// called only for attempts whose verifier inputs changed, possibly
 	// from several goroutines. Nil trusts the state's SnapshotKept.
 	SnapshotExists func(ref string) bool
+	// RunningApply is the apply holding the store's writer lock while
+	// this plan is made (state.Store.WriterActive), if any: an attempt the
+	// state shows as still running is then running in it, not
+	// interrupted. Never fingerprinted.
+	RunningApply *state.LockInfo
 }
 
 // FormatVersion is the version of the plan's JSON form (and so of the
@@ -88,6 +93,10 @@ type Plan struct {
 
 	Attempts []*PlannedAttempt `json:"attempts"` // sorted by address; no-ops included
 	Summary  Summary           `json:"summary"`
+
+	// RunningApply is the apply that held the store's writer lock when the
+	// plan was made: the plan may be out of date as soon as it writes.
+	RunningApply *state.LockInfo `json:"running_apply,omitempty"`
 
 	// Notes are plan-level remarks ("lock file missing an entry for ...").
 	Notes []string `json:"notes,omitempty"`

@@ -31,8 +31,26 @@ func Compute(cfg *config.Config, prior Prior, opts Options) (*Plan, hcl.Diagnost
 	if opts.ExecutionSemanticsVersion == "" {
 		opts.ExecutionSemanticsVersion = ExecutionSemanticsVersion
 	}
+	if opts.RunningApply == nil {
+		// A store says whether an apply is running on it now.
+		if w, ok := prior.(writerProber); ok {
+			if info, active := w.WriterActive(); active {
+				opts.RunningApply = info
+			}
+		}
+	}
 	p := newPlanner(cfg, prior, opts)
-	return p.plan()
+	plan, diags := p.plan()
+	if plan != nil {
+		plan.RunningApply = opts.RunningApply
+	}
+	return plan, diags
+}
+
+// writerProber is the part of *state.Store that tells whether another
+// process's apply holds its writer lock.
+type writerProber interface {
+	WriterActive() (*state.LockInfo, bool)
 }
 
 type planner struct {
@@ -488,9 +506,14 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	case agentChanged:
 		pa.Action = ActionRerun
 		pa.Reasons = []string{"the agent's inputs changed"}
+	case !cur.Status.Terminal() && p.opts.RunningApply != nil:
+		// Retried all the same: a plan made now is stale as soon as that
+		// apply records the attempt.
+		pa.Action = ActionRetry
+		pa.Reasons = []string{fmt.Sprintf("the attempt is in progress in a running apply (%s); re-plan when it ends", p.opts.RunningApply)}
 	case !cur.Status.Terminal():
 		pa.Action = ActionRetry
-		pa.Reasons = []string{fmt.Sprintf("the last attempt did not finish (status %q)", cur.Status)}
+		pa.Reasons = []string{fmt.Sprintf("the last attempt was interrupted: hemra exited while the attempt was running (status %q)", cur.Status)}
 	case cur.Status == state.StatusInterrupted || cur.Class == state.ClassInterrupted:
 		pa.Action = ActionRetry
 		pa.Reasons = []string{"the last attempt was interrupted"}

@@ -124,6 +124,9 @@ func RenderText(w io.Writer, p *Plan, opts TextOptions) error {
 	for _, a := range p.Attempts {
 		used[a.Action] = true
 	}
+	if note := RunningApplyNote(p); note != "" {
+		ew.printf("%s %s\n\n", paint(ansiBold, "Note:"), note)
+	}
 	if p.Summary.Changes() || p.Summary.Orphaned > 0 {
 		ew.printf("hemra compared the configuration with the state. Actions are shown with these symbols:\n")
 		for _, l := range legend {
@@ -164,6 +167,15 @@ func RenderText(w io.Writer, p *Plan, opts TextOptions) error {
 	}
 	ew.printf("\n%s\n", paint(ansiBold, SummaryLine(p)))
 	return ew.err
+}
+
+// RunningApplyNote is the warning a plan made while an apply was running
+// opens with; "" when none was.
+func RunningApplyNote(p *Plan) string {
+	if p.RunningApply == nil {
+		return ""
+	}
+	return fmt.Sprintf("An apply is running on this state (%s). The attempts it is running are shown as retries; this plan is out of date as soon as it records them: re-plan when it ends.", p.RunningApply)
 }
 
 func sourceWords(src string) string {
