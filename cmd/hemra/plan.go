@@ -219,6 +219,9 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 		Images:       images,
 		HemraVersion: Version,
 		StoreDir:     g.StorePath(),
+		// A kept snapshot removed outside hemra turns a re-verify into a
+		// re-run.
+		SnapshotExists: snapshotChecker(g),
 	})
 	diags = append(diags, pdiags...)
 	printDiags(g, cfg.Files, diags)
