@@ -237,7 +237,11 @@ func (r *taskReader) cachedFile(d dirRef, name, rel string, keep bool) (File, []
 	if st.mode&0o111 != 0 {
 		f.Mode = 0o755
 	}
-	return f, e.content, true
+	if keep {
+		// Copied: the task keeps these bytes after the cache is dropped.
+		return f, append(make([]byte, 0, len(e.content)), e.content...), true
+	}
+	return f, nil, true
 }
 
 // rememberFile records a file read from disk.
@@ -283,7 +287,7 @@ func newTaskReader() *taskReader {
 type walkState struct {
 	display string // task directory as diagnostics name it
 	files   []File
-	kept    []keptFile // contents of the files the task keeps (task.toml, instructions)
+	kept    []keptFile // contents of the files the task keeps (task.toml, instructions, Dockerfile)
 	diags   hcl.Diagnostics
 }
 
@@ -306,7 +310,7 @@ func (w *walkState) content(rel string) ([]byte, bool) {
 
 // keepContent reports whether a file's bytes are kept on the Task.
 func keepContent(rel string) bool {
-	if rel == "task.toml" || rel == "instruction.md" {
+	if rel == "task.toml" || rel == "instruction.md" || rel == "environment/Dockerfile" {
 		return true
 	}
 	// steps/<name>/instruction.md
@@ -376,6 +380,7 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 	}
 	t.Config = cfg
 	t.Instruction, _ = w.content("instruction.md")
+	t.Dockerfile, _ = w.content("environment/Dockerfile")
 
 	slices.SortFunc(w.files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	lookup := func(rel string) (*File, bool) {

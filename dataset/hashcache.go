@@ -35,7 +35,9 @@ import (
 // fstatat); elsewhere every file is read.
 //
 // One HashCache is opened per command, shared by every dataset it loads,
-// and saved once at the end (Save writes only when something changed).
+// and saved once at the end (Save writes only when something changed, and
+// ends the cache's use: it drops its memory). Nothing a load returns
+// aliases the cache's memory.
 type HashCache struct {
 	path string
 	// racy is the cache file's mtime when it was opened: entries modified
@@ -90,7 +92,7 @@ const cacheMagic = "hemra filehash v1\n"
 // racyWindow: files modified less than this before a load began are not
 // recorded, so a later edit in the same timestamp tick (filesystems keep
 // coarse clocks) cannot hide behind an unchanged stat.
-const racyWindow = 2 * time.Second
+var racyWindow = 2 * time.Second
 
 // maxCachedContent bounds the bytes of one kept file stored in the cache.
 const maxCachedContent = 64 << 10
@@ -199,7 +201,11 @@ func (c *HashCache) Changed() bool {
 // beside the cache and renames it over, so a reader never sees half a
 // file. The folder is created 0700.
 func (c *HashCache) Save() error {
-	if c == nil || !cacheSupported || !c.Changed() {
+	if c == nil {
+		return nil
+	}
+	defer c.release()
+	if !cacheSupported || !c.Changed() {
 		return nil
 	}
 	c.mu.Lock()
@@ -247,6 +253,14 @@ func (c *HashCache) Save() error {
 		return fmt.Errorf("writing the file hash cache: %w", werr)
 	}
 	return nil
+}
+
+// release drops what the cache holds (tens of MB for 100,000 files) so
+// planning does not carry it: nothing loaded aliases it.
+func (c *HashCache) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.data, c.groups, c.seen, c.fresh = nil, nil, nil, nil
 }
 
 // DropHashCache removes the cache file at path; a missing one is fine.
@@ -444,7 +458,8 @@ func (d *decoder) entry() cacheEntry {
 		}
 		e.dir = make([]dirEntry, 0, n)
 		for range n {
-			name := d.str()
+			// Copied: a name becomes part of the task's file paths.
+			name := strings.Clone(d.str())
 			typ := fs.FileMode(d.uv())
 			if d.fail || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 				d.fail = true

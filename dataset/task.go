@@ -17,6 +17,9 @@ type Task struct {
 	// Harbor tasks.
 	Config      *TaskConfig // parsed task.toml
 	Instruction []byte      // instruction.md, as stored (CRLF kept)
+	// Dockerfile is environment/Dockerfile's bytes when the task has one
+	// (a regular file), so its FROM lines are read without opening it again.
+	Dockerfile []byte
 	// Files lists every file of the task directory relative to Dir, with
 	// slash separators, sorted, with the SHA-256 of its content. Hidden and
 	// binary files included. Grouped by role so fingerprints can pick the

@@ -288,7 +288,10 @@ func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
 	if froms, ok := fromCache.get(sha); ok {
 		return append(out, froms...)
 	}
-	data, err := os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
+	data, err := t.Dockerfile, error(nil)
+	if data == nil {
+		data, err = os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
+	}
 	if err != nil {
 		name := p.taskFile(t, "environment/Dockerfile")
 		p.addDiag(&hcl.Diagnostic{
