@@ -3,34 +3,66 @@ package planner
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
 // MatchAddress reports whether a -target or -replace pattern selects an
-// attempt address. A pattern is an address (baseline/agent/hello#2), a
-// prefix of one ending at a "/" or "#" boundary (baseline, baseline/agent,
-// baseline/agent/hello), or a path.Match glob over the address or one of
-// those prefixes ('baseline/agent/*', '*/oracle').
+// attempt address. Both read as eval/harness/task#n, where the task is
+// everything after the second "/" up to the final "#n": a JSONL id may
+// contain "/" (HumanEval/0). A pattern is an address
+// (baseline/agent/hello#2), its first one, two or three parts (baseline,
+// baseline/agent, baseline/agent/hello: every repetition), or the same
+// with path.Match globs in any part ('baseline/agent/*', '*/oracle',
+// 'baseline/agent/hello-*#2'). A task glob matches the whole task name,
+// "/" included: 'e/h/*' selects e/h/HumanEval/0, and 'e/h/HumanEval/*'
+// every HumanEval task; 'e/h/HumanEval' selects only a task so named.
 func MatchAddress(pattern, addr string) bool {
 	if pattern == addr {
 		return true
 	}
-	if ok, _ := path.Match(pattern, addr); ok {
+	evalName, harness, task, rep, ok := ParseAddress(addr)
+	if !ok {
+		ok, _ := path.Match(pattern, addr)
+		return ok
+	}
+	pe, rest, hasHarness := strings.Cut(pattern, "/")
+	if !globMatch(pe, evalName) {
+		return false
+	}
+	if !hasHarness {
 		return true
 	}
-	for i := 0; i < len(addr); i++ {
-		if addr[i] != '/' && addr[i] != '#' {
-			continue
-		}
-		prefix := addr[:i]
-		if prefix == pattern {
-			return true
-		}
-		if ok, _ := path.Match(pattern, prefix); ok {
-			return true
-		}
+	ph, pt, hasTask := strings.Cut(rest, "/")
+	if !globMatch(ph, harness) {
+		return false
+	}
+	if !hasTask {
+		return true
+	}
+	// The whole pattern's task part names every repetition of a task; or
+	// its final "#..." is the repetition (a task name may hold "#" too).
+	if taskMatch(pt, task) {
+		return true
+	}
+	if i := strings.LastIndexByte(pt, '#'); i >= 0 {
+		return taskMatch(pt[:i], task) && globMatch(pt[i+1:], strconv.Itoa(rep))
 	}
 	return false
+}
+
+func globMatch(pattern, name string) bool {
+	if pattern == name {
+		return true
+	}
+	ok, _ := path.Match(pattern, name)
+	return ok
+}
+
+// taskMatch matches a task name as one part: "*" and "?" match "/" in it.
+func taskMatch(pattern, task string) bool {
+	const slash = "\x00"
+	return globMatch(strings.ReplaceAll(pattern, "/", slash), strings.ReplaceAll(task, "/", slash))
 }
 
 func matchAny(patterns []string, addr string) bool {

@@ -33,10 +33,46 @@ func TestMatchAddress(t *testing.T) {
 		{"baseline/agent/hello-*#2", true},
 		{"baseline/agent/hello-world#?", true},
 		{"other/agent/*", false},
+		{"baseline/agent/hello-world#", false},
+		{"baseline/agent/hello", false},
 	} {
 		if got := planner.MatchAddress(tc.pattern, addr); got != tc.want {
 			t.Errorf("MatchAddress(%q, %q) = %v, want %v", tc.pattern, addr, got, tc.want)
 		}
+	}
+}
+
+// TestMatchAddressSlashInTask: a JSONL id may contain "/"; the task is
+// everything after the second "/" up to the final "#n", matched whole.
+func TestMatchAddressSlashInTask(t *testing.T) {
+	addr := "baseline/agent/HumanEval/12#1"
+	for _, tc := range []struct {
+		pattern string
+		want    bool
+	}{
+		{"baseline/agent/HumanEval/12#1", true},
+		{"baseline/agent/HumanEval/12", true},
+		{"baseline/agent/HumanEval/*", true},
+		{"baseline/agent/HumanEval/*#1", true},
+		{"baseline/agent/HumanEval/*#2", false},
+		{"baseline/agent/HumanEval/1?#1", true},
+		{"baseline/agent/*", true},
+		{"baseline/agent/*#1", true},
+		{"baseline/agent/Human*#1", true},
+		{"*/agent/HumanEval/12", true},
+		{"baseline/*/HumanEval/12#?", true},
+		{"baseline/agent/HumanEval", false},
+		{"baseline/agent/HumanEval/1", false},
+		{"baseline/agent/12#1", false},
+		{"baseline/HumanEval/12#1", false},
+	} {
+		if got := planner.MatchAddress(tc.pattern, addr); got != tc.want {
+			t.Errorf("MatchAddress(%q, %q) = %v, want %v", tc.pattern, addr, got, tc.want)
+		}
+	}
+	// A task name holding "#": the pattern's last "#..." may be part of it.
+	if !planner.MatchAddress("e/h/org/task#1", "e/h/org/task#1#12") || !planner.MatchAddress("e/h/org/task#1#12", "e/h/org/task#1#12") {
+		t.Errorf("a task named org/task#1 is not selected by its name")
 	}
 }
 

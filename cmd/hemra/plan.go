@@ -21,7 +21,7 @@ import (
 type PlanFlags struct {
 	Vars        []string      `name:"var" sep:"none" placeholder:"NAME=VALUE" help:"Set a variable (repeatable)."`
 	VarFiles    []string      `name:"var-file" sep:"none" placeholder:"FILE" help:"Read variables from an HCL file (repeatable)."`
-	Target      []string      `name:"target" sep:"none" placeholder:"ADDR" help:"Plan only attempts matching ADDR: an address, a prefix (baseline/agent) or a glob ('baseline/agent/*'). Repeatable."`
+	Target      []string      `name:"target" sep:"none" placeholder:"ADDR" help:"Plan only attempts matching ADDR: an address, its first parts (baseline/agent) or a glob ('baseline/agent/*'; a task glob matches / in JSONL ids). Repeatable."`
 	Replace     []string      `name:"replace" sep:"none" placeholder:"ADDR" help:"Re-run attempts matching ADDR even if nothing changed. Repeatable."`
 	Require     []string      `name:"require" placeholder:"CAP" help:"Require capabilities of every eval's sandboxes (comma-separated or repeated), as eval require = [...] does."`
 	LockTimeout time.Duration `name:"lock-timeout" default:"0s" placeholder:"DURATION" help:"How long apply waits for another apply's writer lock (0: refuse at once)."`
