@@ -253,6 +253,13 @@ func (r *taskReader) rememberFile(rel string, st *fileStat, f File, data []byte,
 	}
 	if keep && len(data) <= maxCachedContent {
 		e.content, e.hasData = data, true
+	} else if keep {
+		// Too big to record with its bytes: read every time. Unchanged,
+		// its entry stays as it was.
+		if prev := r.find(rel); prev != nil && !prev.hasData && prev.sha == e.sha && r.cache.valid(prev, kindFile, st) {
+			r.hit(prev)
+			return
+		}
 	}
 	r.miss(e)
 }

@@ -234,3 +234,17 @@ func TestHashCacheDropsFoldersNoLongerLoaded(t *testing.T) {
 	must(t, DropHashCache(path))
 	must(t, DropHashCache(path)) // a missing one is fine
 }
+
+func TestHashCacheBigKeptFileReadEveryTimeWithoutRewrites(t *testing.T) {
+	dir, path := cacheFixture(t)
+	big := strings.Repeat("Explain every step.\n", maxCachedContent/10)
+	must(t, os.WriteFile(filepath.Join(dir, "alpha", "instruction.md"), []byte(big), 0o644))
+	settle(t, dir, path)
+	got, changed := loadWith(t, dir, path)
+	if changed {
+		t.Fatal("an unchanged big instruction rewrites the cache on every load")
+	}
+	if string(got[0].Instruction) != big {
+		t.Fatalf("big instruction: got %d bytes, want %d", len(got[0].Instruction), len(big))
+	}
+}
