@@ -3,8 +3,10 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"time"
 
+	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/protocol/wire"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -46,7 +48,7 @@ func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) erro
 	opts := a.e.opts.Protocol
 	opts.Deadline, opts.EventLog, opts.Trace = deadline, a.log, a.e.opts.Trace
 	o := protocol.Exec(ctx, inst, sandbox.ExecRequest{
-		Command: a.j.harness.Command,
+		Command: a.j.command(a.e.cfg.Dir),
 		Env:     mergeEnv(pathEnv(p), a.j.env),
 		Dir:     p.Workdir,
 	}, a.startMessage(p, deadline), opts)
@@ -63,4 +65,17 @@ func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) erro
 		return ctx.Err()
 	}
 	return &stageError{o.Class, o.Error}
+}
+
+// command is the harness's command line as the sandbox runs it: on the
+// local sandbox a program given as a relative path ("./harness.sh") is
+// the file in the eval directory, as the plan fingerprinted it; a
+// container keeps container paths.
+func (j *job) command(evalDir string) []string {
+	cmd := j.harness.Command
+	rel := planner.LocalCommandFile(j.settings.Kind, cmd)
+	if rel == "" {
+		return cmd
+	}
+	return append([]string{filepath.Join(evalDir, filepath.FromSlash(rel))}, cmd[1:]...)
 }

@@ -186,9 +186,18 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	if h.Driver != "" {
 		p.hashPath(&l, "file "+h.Driver, filepath.Join(p.cfg.Dir, filepath.FromSlash(h.Driver)), rangeOf(h.Attrs, "driver", h.DeclRange))
 	}
-	// Files a command runs from the eval directory (a local harness's
-	// script): any argument naming an existing file under it.
-	for _, arg := range h.Command {
+	// A local harness's program given as a relative path runs from the
+	// eval directory: its content is an input, never its absolute path
+	// (a moved eval directory changes nothing).
+	args := h.Command
+	if rel := LocalCommandFile(settings.Kind, h.Command); rel != "" {
+		p.hashPath(&l, "harness.command_file", filepath.Join(p.cfg.Dir, filepath.FromSlash(rel)), rangeOf(h.Attrs, "command", h.DeclRange))
+		args = args[1:]
+	}
+	// Other files a command names from the eval directory (a script
+	// handed to an interpreter): any argument naming an existing file
+	// under it.
+	for _, arg := range args {
 		if arg == "" || filepath.IsAbs(arg) || strings.HasPrefix(arg, "-") || strings.Contains(arg, "..") {
 			continue
 		}
@@ -200,6 +209,24 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	hi.group = newGroup("harness", l.inputs)
 	p.harnesses[h] = hi
 	return hi
+}
+
+// LocalCommandFile is the file a harness command runs on the local
+// sandbox, relative to the eval directory: command[0] when it is a
+// relative path with a "/" in it ("./harness.sh", "bin/agent",
+// "../agents/x"), as mounts are relative to it. "" for any other kind
+// (a container path), a bare name (looked up in PATH) or an absolute
+// path. Plan fingerprints the file's content as harness.command_file;
+// apply runs <eval dir>/<file>.
+func LocalCommandFile(kind string, command []string) string {
+	if kind != config.KindLocal || len(command) == 0 {
+		return ""
+	}
+	c := command[0]
+	if !strings.Contains(c, "/") || filepath.IsAbs(c) {
+		return ""
+	}
+	return path.Clean(filepath.ToSlash(c))
 }
 
 // sensitiveInput records a value computed from a sensitive variable by
