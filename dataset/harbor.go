@@ -176,7 +176,7 @@ func (r *taskReader) endTask() {
 	if r.allHit && len(r.recs) == len(r.cur) {
 		r.cache.keep(r.group)
 	} else if len(r.recs) > 0 {
-		r.cache.add(encodeGroup(r.root, r.recs))
+		r.cache.add(r.root, encodeGroup(r.root, r.recs))
 	}
 	r.recs = r.recs[:0]
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,8 +49,10 @@ type HashCache struct {
 	groups map[string]cacheGroup
 	seen   []bool // per group: every entry still valid this run
 
-	mu    sync.Mutex
-	fresh [][]byte // groups encoded from what was read this run
+	mu sync.Mutex
+	// fresh holds the groups encoded from what was read this run, by
+	// root (two datasets over one folder record it once).
+	fresh map[string][]byte
 }
 
 // cacheGroup locates one task folder's entries in data.
@@ -176,9 +179,12 @@ func (c *HashCache) valid(e *cacheEntry, kind byte, st *fileStat) bool {
 func (c *HashCache) keep(g cacheGroup) { c.seen[g.idx] = true }
 
 // add takes a group encoded from what a reader read.
-func (c *HashCache) add(group []byte) {
+func (c *HashCache) add(root string, group []byte) {
 	c.mu.Lock()
-	c.fresh = append(c.fresh, group)
+	if c.fresh == nil {
+		c.fresh = map[string][]byte{}
+	}
+	c.fresh[root] = group
 	c.mu.Unlock()
 }
 
@@ -215,8 +221,8 @@ func (c *HashCache) Save() error {
 		size += len(g)
 	}
 	var kept []cacheGroup
-	for _, g := range c.groups {
-		if c.seen[g.idx] {
+	for root, g := range c.groups {
+		if _, dup := c.fresh[root]; !dup && c.seen[g.idx] {
 			kept = append(kept, g)
 			size += g.end - g.start
 		}
@@ -227,8 +233,9 @@ func (c *HashCache) Save() error {
 	for _, g := range kept {
 		data = append(data, c.data[g.start:g.end]...)
 	}
-	for _, g := range c.fresh {
-		data = append(data, g...)
+	roots := slices.Sorted(maps.Keys(c.fresh))
+	for _, root := range roots {
+		data = append(data, c.fresh[root]...)
 	}
 	sum := sha256.Sum256(data)
 	data = append(data, sum[:]...)

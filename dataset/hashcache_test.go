@@ -248,3 +248,20 @@ func TestHashCacheBigKeptFileReadEveryTimeWithoutRewrites(t *testing.T) {
 		t.Fatalf("big instruction: got %d bytes, want %d", len(got[0].Instruction), len(big))
 	}
 }
+
+func TestHashCacheTwoDatasetsOverOneFolder(t *testing.T) {
+	dir, path := cacheFixture(t)
+	waitTick(t, dir)
+	for range 2 {
+		hc := OpenHashCache(path)
+		for range 2 { // two dataset blocks with the same source
+			if _, diags := LoadDir(dir, LoadOptions{HashCache: hc}); diags.HasErrors() {
+				t.Fatal(diags)
+			}
+		}
+		must(t, hc.Save())
+		if hc := OpenHashCache(path); hc.Len() != 3 {
+			t.Fatalf("cache holds %d folders, want 3", hc.Len())
+		}
+	}
+}
