@@ -73,26 +73,9 @@ type latestAttempt struct {
 }
 
 func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
-	// One read transaction for the whole listing: one open of state.db
-	// whatever the number of addresses.
-	var current []*state.Attempt
-	err := store.View(func(v *state.View) error {
-		return v.ForEachCurrent(func(addr string, _ state.Current) error {
-			a, err := v.CurrentAttempt(addr)
-			if err != nil {
-				return err
-			}
-			current = append(current, a)
-			return nil
-		})
-	})
-	if err != nil {
-		return err
-	}
 	groups := map[[2]string]*resultGroup{}
 	var list []latestAttempt
-	for _, a := range current {
-		addr := a.Address
+	add := func(addr string, a *state.Attempt) {
 		k := [2]string{a.Manifest.Eval, a.Manifest.Harness}
 		gr := groups[k]
 		if gr == nil {
@@ -103,7 +86,7 @@ func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
 		la := latestAttempt{Address: addr, AttemptID: a.ID, Status: a.Status()}
 		if o := a.Outcome; o != nil {
 			la.Class, la.Reward, la.Error = o.Class, o.Reward, o.Error
-			if !o.FinishedAt.IsZero() {
+			if !o.FinishedAt.IsZero() && !o.StartedAt.IsZero() {
 				la.Duration = o.FinishedAt.Sub(o.StartedAt).Seconds()
 			}
 			if o.Reward != nil {
@@ -121,6 +104,22 @@ func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
 			}
 		}
 		list = append(list, la)
+	}
+	// One read transaction for the whole listing: one open of state.db
+	// whatever the number of addresses, and a consistent picture while an
+	// apply writes. Each record is summarised as it is read.
+	err := store.View(func(v *state.View) error {
+		return v.ForEachCurrent(func(addr string, _ state.Current) error {
+			a, err := v.CurrentAttempt(addr)
+			if err != nil {
+				return err
+			}
+			add(addr, a)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
 	}
 	out := make([]*resultGroup, 0, len(groups))
 	for _, gr := range groups {
