@@ -53,6 +53,14 @@ says, per attempt, what apply would do and why:
   retry      (!)    the last attempt ended in an infrastructure error or was interrupted
   orphaned   (-)    recorded in state, no longer declared (nothing is deleted)
 
+An attempt still running in another process's apply is shown as a retry
+that names that apply (pid, host, since), and the plan opens with a note:
+re-plan when it ends.
+
+An address is eval/harness/task#n, the task being everything after the
+second "/" (a JSONL id may hold "/": baseline/agent/HumanEval/0#1). A
+-target or -replace glob over the task matches it whole, "/" included.
+
 Image tags are resolved to digests from hemra.lock.hcl (see hemra init),
 or live when the lock has no entry, which the plan says.
 
