@@ -99,6 +99,13 @@ type Spec struct {
 	// instead of Settings.Image. The local provider restores the snapshot's
 	// folders into Workspace; docker starts from the committed image.
 	Snapshot string
+	// OneCommand says the caller runs at most one command in the instance
+	// (its first Exec, after any Uploads), then only reads it back,
+	// snapshots it and stops it. A provider may then run that command as
+	// the instance's main process instead of starting a long-lived one
+	// first (docker: no sleep, no exec). Calls outside that order still
+	// work; a second Exec may not.
+	OneCommand bool
 }
 
 // Provider is one sandbox kind.

@@ -70,10 +70,31 @@ func dirTar(dirs []string, o owner) io.Reader {
 // folder's contents are merged into dst, a file becomes dst. Only regular
 // files and folders are copied; symlinks are skipped, never followed.
 // Files are owned by the container's user.
+// Before a OneCommand instance's container exists, the upload is checked
+// and made once the container is created, before its command starts.
 func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 	if !path.IsAbs(dst) {
 		return fmt.Errorf("upload: %q is not an absolute path in the container", dst)
 	}
+	st, err := os.Lstat(hostPath)
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return fmt.Errorf("upload: %s is not a regular file or a folder", hostPath)
+	}
+	in.mu.Lock()
+	if in.mode == modeDeferred {
+		in.pending = append(in.pending, pendingUpload{hostPath, dst})
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
+	return in.upload(ctx, hostPath, dst)
+}
+
+// upload copies hostPath to dst in the created container.
+func (in *instance) upload(ctx context.Context, hostPath, dst string) error {
 	dst = path.Clean(dst)
 	st, err := os.Lstat(hostPath)
 	if err != nil {
@@ -189,6 +210,9 @@ func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o owner)
 // would leave hostPath are skipped.
 func (in *instance) Download(ctx context.Context, src, hostPath string) error {
 	src = path.Clean(src)
+	if err := in.ensureContainer(ctx); err != nil {
+		return fmt.Errorf("download %s: %w", src, err)
+	}
 	for target, host := range in.binds {
 		if src == target || strings.HasPrefix(src, target+"/") {
 			return downloadHost(filepath.Join(host, filepath.FromSlash(strings.TrimPrefix(src, target))), hostPath)

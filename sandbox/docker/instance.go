@@ -41,6 +41,43 @@ type instance struct {
 	// hostDir holds them and is removed by Stop.
 	binds   map[string]string
 	hostDir string
+
+	// settings, cfg and hc are what the container is created from; its
+	// main process is filled in by materialize or runMain.
+	settings sandbox.Settings
+	cfg      *container.Config
+	hc       *container.HostConfig
+
+	mu      sync.Mutex // guards mode and pending against concurrent calls
+	mode    int
+	pending []pendingUpload // uploads made before the container existed
+}
+
+// An instance's modes.
+const (
+	// modeExec: the container runs a long sleep; commands run through
+	// the exec API (Start without OneCommand, or any other call before
+	// the first Exec).
+	modeExec = iota
+	// modeDeferred: OneCommand, and nothing has created the container yet.
+	modeDeferred
+	// modeMain: the first Exec created the container with its command as
+	// the main process; it runs no other.
+	modeMain
+)
+
+type pendingUpload struct{ host, dst string }
+
+// ensureContainer creates the container the classic way when nothing
+// has yet (a OneCommand instance read back or snapshotted before any
+// Exec, such as nop's).
+func (in *instance) ensureContainer(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.mode != modeDeferred {
+		return nil
+	}
+	return in.materialize(ctx)
 }
 
 // ContainerID is the engine's id of an instance started by this provider.
@@ -53,32 +90,27 @@ func ContainerID(in sandbox.Instance) string {
 
 func (in *instance) Paths() sandbox.Paths { return in.paths }
 
-// Exec runs a command through the exec API with stdout and stderr
-// demultiplexed. Variable values go in the exec's environment only.
+// Exec runs a command with stdout and stderr demultiplexed: the first
+// command of a OneCommand instance as the container's main process (see
+// runMain), any other through the exec API. Variable values go in the
+// command's environment only, never in the container's configuration.
 func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if len(req.Command) == 0 {
 		return nil, errors.New("exec: empty command")
 	}
-	merged := map[string]string{}
-	for k, v := range in.env {
-		merged[k] = v
+	in.mu.Lock()
+	mode := in.mode
+	if mode == modeDeferred {
+		in.mode = modeMain
 	}
-	for k, v := range req.Env {
-		merged[k] = v
+	in.mu.Unlock()
+	switch mode {
+	case modeDeferred:
+		return in.runMain(ctx, req)
+	case modeMain:
+		return nil, fmt.Errorf("exec %s: this sandbox ran its one command already (OneCommand)", req.Command[0])
 	}
-	env := make([]string, 0, len(merged))
-	for k, v := range merged {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	dir := req.Dir
-	if dir == "" {
-		dir = in.paths.Workdir
-	}
-	user := req.User
-	if user == "" {
-		user = in.user
-	}
+	env, dir, user := in.execContext(req)
 	created, err := in.p.cli.ContainerExecCreate(ctx, in.id, container.ExecOptions{
 		User:         user,
 		AttachStdin:  req.Stdin,
@@ -95,15 +127,17 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 	if err != nil {
 		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
 	}
-	pr := &process{
-		in:     in,
-		execID: created.ID,
-		hj:     hj,
-		stdout: newPipe(streamBuffer),
-		stderr: newPipe(streamBuffer),
-		copied: make(chan struct{}),
-		done:   make(chan struct{}),
-	}
+	pr := &process{in: in, execID: created.ID, hj: hj}
+	in.stream(ctx, pr, req)
+	return pr, nil
+}
+
+// stream demultiplexes pr's output, gives it its stdin when asked, and
+// ends it on ctx's cancellation or the request's timeout.
+func (in *instance) stream(ctx context.Context, pr *process, req sandbox.ExecRequest) {
+	hj := pr.hj
+	pr.stdout, pr.stderr = newPipe(streamBuffer), newPipe(streamBuffer)
+	pr.copied, pr.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		_, err := stdcopy.StdCopy(pr.stdout, pr.stderr, hj.Reader)
 		if err == nil {
@@ -133,18 +167,130 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		}
 		pr.escalate()
 	}()
+}
+
+// execContext is a command's environment ("NAME=value", sorted), working
+// directory and user.
+func (in *instance) execContext(req sandbox.ExecRequest) (env []string, dir, user string) {
+	merged := map[string]string{}
+	for k, v := range in.env {
+		merged[k] = v
+	}
+	for k, v := range req.Env {
+		merged[k] = v
+	}
+	env = make([]string, 0, len(merged))
+	for k, v := range merged {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	dir = req.Dir
+	if dir == "" {
+		dir = in.paths.Workdir
+	}
+	user = req.User
+	if user == "" {
+		user = in.user
+	}
+	return env, dir, user
+}
+
+// launcher is the main process of a OneCommand container: a shell that
+// reads the command's environment from stdin ("NAME=value" lines, a
+// backslash and a newline in a value escaped as \\ and \n, an empty line
+// last), exports it and execs the command, whose stdin continues where
+// the shell stopped reading (the shell's read takes one byte at a time
+// from a pipe). So the values are neither in the container's
+// configuration (docker inspect) nor in a snapshot committed from it,
+// exactly as with exec. A stream that ends before the empty line runs
+// nothing.
+var launcher = []string{"sh", "-c", `ok=; while IFS= read -r l; do ` +
+	`if [ -z "$l" ]; then ok=1; break; fi; ` +
+	`case $l in *\\*) v=$(printf '%b_' "${l#*=}"); v=${v%_};; *) v=${l#*=};; esac; ` +
+	`export "${l%%=*}=$v" || exit 126; done; ` +
+	`[ -n "$ok" ] || exit 126; exec "$@"`, "hemra-launch"}
+
+// launcherInput is what the launcher reads before the command starts.
+func launcherInput(env []string) []byte {
+	esc := strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	var b strings.Builder
+	for _, kv := range env {
+		b.WriteString(esc.Replace(kv))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// runMain creates the container with the command as its main process
+// (under the engine's init, with the launcher setting its environment),
+// attached like `docker run -i`, and starts it: one container start and
+// no exec, the cost of a bare `docker run`. When the command ends, the
+// container stops, and whatever it left running in the background ends
+// with it.
+func (in *instance) runMain(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	env, dir, user := in.execContext(req)
+	cfg := *in.cfg
+	cfg.Entrypoint = launcher
+	cfg.Cmd = req.Command
+	cfg.WorkingDir, cfg.User = dir, user
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
+	cfg.OpenStdin, cfg.StdinOnce = true, true
+	fail := func(err error) (sandbox.Process, error) {
+		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
+	}
+	if err := in.create(ctx, &cfg); err != nil {
+		return fail(err)
+	}
+	if err := in.prepare(ctx, &cfg); err != nil {
+		return fail(err)
+	}
+	hj, err := in.p.cli.ContainerAttach(ctx, in.id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return fail(err)
+	}
+	// The wait is registered before the start, so the exit cannot be
+	// missed; it lives until Wait has the exit code (or Stop removes the
+	// container).
+	waitCtx, cancelWait := context.WithCancel(context.WithoutCancel(ctx))
+	waitC, errC := in.p.cli.ContainerWait(waitCtx, in.id, container.WaitConditionNextExit)
+	if err := in.p.cli.ContainerStart(ctx, in.id, container.StartOptions{}); err != nil {
+		cancelWait()
+		hj.Close()
+		return fail(fmt.Errorf("starting the container: %w", err))
+	}
+	if _, err := hj.Conn.Write(launcherInput(env)); err != nil {
+		cancelWait()
+		hj.Close()
+		return fail(err)
+	}
+	pr := &process{
+		in:         in,
+		main:       true,
+		hj:         hj,
+		waitC:      waitC,
+		errC:       errC,
+		cancelWait: cancelWait,
+	}
+	in.stream(ctx, pr, req)
 	return pr, nil
 }
 
 type process struct {
 	in     *instance
 	execID string
-	hj     types.HijackedResponse
-	stdin  io.WriteCloser
-	stdout *pipe
-	stderr *pipe
-	copied chan struct{} // the output stream ended
-	done   chan struct{} // Wait returned
+	// main: the container's main process (runMain), whose exit the
+	// container's wait reports.
+	main       bool
+	waitC      <-chan container.WaitResponse
+	errC       <-chan error
+	cancelWait context.CancelFunc
+	hj         types.HijackedResponse
+	stdin      io.WriteCloser
+	stdout     *pipe
+	stderr     *pipe
+	copied     chan struct{} // the output stream ended
+	done       chan struct{} // Wait returned
 
 	waitOnce sync.Once
 	code     int
@@ -207,6 +353,11 @@ func (pr *process) Wait() (int, error) {
 	pr.waitOnce.Do(func() {
 		<-pr.copied
 		pr.hj.Close()
+		if pr.main {
+			pr.waitMain()
+			close(pr.done)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// The stream can end a moment before the engine records the exit.
@@ -243,6 +394,26 @@ func (pr *process) Wait() (int, error) {
 	return pr.code, pr.err
 }
 
+// waitMain takes a main-mode command's exit code from the container's
+// wait. The output has ended, so the container is stopping: everything it
+// ran ends with it.
+func (pr *process) waitMain() {
+	defer pr.cancelWait()
+	t := time.NewTimer(30 * time.Second)
+	defer t.Stop()
+	select {
+	case res := <-pr.waitC:
+		pr.code = int(res.StatusCode)
+		if res.Error != nil && res.Error.Message != "" {
+			pr.code, pr.err = -1, fmt.Errorf("container status: %s", res.Error.Message)
+		}
+	case err := <-pr.errC:
+		pr.code, pr.err = -1, fmt.Errorf("container status: %w", err)
+	case <-t.C:
+		pr.code, pr.err = -1, errors.New("container status: still running after its output ended")
+	}
+}
+
 // hostPids returns the host pids of every process of the exec's session
 // (runc makes each exec'd process a session leader, so this is the command
 // and everything it started, even children whose parent already exited),
@@ -250,11 +421,48 @@ func (pr *process) Wait() (int, error) {
 // cgroup are returned: never signal a process hemra cannot prove is the
 // harness's.
 func (pr *process) hostPids() []int {
+	if pr.main {
+		return pr.containerPids()
+	}
 	sid := pr.sessionID()
 	if sid <= 0 {
 		return nil
 	}
 	return sessionPids(sid, pr.in.id)
+}
+
+// containerPids returns the host pids of every process of a main-mode
+// container but its init (the engine's, which forwards nothing more and
+// exits with the command), or nil when the engine is not local.
+func (pr *process) containerPids() []int {
+	pr.pidOnce.Do(func() {
+		if !pr.in.p.local() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if insp, err := pr.in.p.cli.ContainerInspect(ctx, pr.in.id); err == nil && insp.State != nil && insp.State.Running {
+			pr.pid = insp.State.Pid
+		}
+	})
+	if pr.pid <= 0 {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pr.pid {
+			continue
+		}
+		if inContainer(pid, pr.in.id) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // sessionID is the exec's host pid (its session's id), looked up once.
@@ -332,9 +540,16 @@ func (s *execStdin) Close() error {
 // folders) nor host-bound folders (the logs): their contents are copied
 // into the image as well, so the verifier sees what the agent left.
 func (in *instance) Snapshot(ctx context.Context) (string, error) {
+	if err := in.ensureContainer(ctx); err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
 	lbl := labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot)
 	comment := "hemra snapshot of attempt " + in.labels[LabelAttempt]
-	res, err := in.p.cli.ContainerCommit(ctx, in.id, container.CommitOptions{Comment: comment, Config: &container.Config{Labels: lbl}, Pause: true})
+	// A main-mode container has stopped with its command: nothing to pause.
+	in.mu.Lock()
+	pause := in.mode != modeMain
+	in.mu.Unlock()
+	res, err := in.p.cli.ContainerCommit(ctx, in.id, container.CommitOptions{Comment: comment, Config: &container.Config{Labels: lbl}, Pause: pause})
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
@@ -396,6 +611,13 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 // Stop removes the container, its anonymous volumes and its host-bound
 // folders with it.
 func (in *instance) Stop(ctx context.Context) error {
+	if in.id == "" {
+		// Never created (a OneCommand instance that ran nothing).
+		if in.hostDir != "" {
+			_ = os.RemoveAll(in.hostDir)
+		}
+		return nil
+	}
 	err := in.p.cli.ContainerRemove(ctx, in.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if in.hostDir != "" && (err == nil || client.IsErrNotFound(err)) {
 		_ = os.RemoveAll(in.hostDir)

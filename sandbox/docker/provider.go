@@ -33,7 +33,8 @@ const (
 	PathSolution    = "/solution"
 )
 
-// keepAlive is the container's main process: a long sleep, so commands run
+// keepAlive is the container's main process unless a OneCommand instance
+// runs its command as the main process: a long sleep, so commands run
 // through the exec API and the container outlives each of them. It needs a
 // `sleep` on the image's PATH (busybox, coreutils).
 var keepAlive = []string{"sleep", "2147483647"}
@@ -294,57 +295,99 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		}
 	}
 
-	created, err := p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if client.IsErrNotFound(err) {
-		// The image went away since it was last seen: look again once
-		// (a task image is rebuilt).
-		p.forget(s)
-		if cfg.Image, err = p.imageFor(ctx, s); err == nil {
-			created, err = p.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-		}
+	inst := &instance{p: p, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl, binds: binds, hostDir: hostDir,
+		settings: s, cfg: cfg, hc: hc}
+	if spec.OneCommand && (!s.ReadOnly || isRoot(user)) {
+		// The first Exec creates the container with its command as the
+		// main process (see runMain). A read-only container whose working
+		// directory must be opened to another user needs a running
+		// container for that, so it takes the path below.
+		inst.mode = modeDeferred
+		return inst, nil
 	}
-	if err != nil {
-		if hostDir != "" {
-			os.RemoveAll(hostDir)
-		}
-		return nil, fmt.Errorf("creating the container: %w", err)
-	}
-	inst := &instance{p: p, id: created.ID, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl, binds: binds, hostDir: hostDir}
-	fail := func(err error) (sandbox.Instance, error) {
+	if err := inst.materialize(ctx); err != nil {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = inst.Stop(rmCtx)
 		return nil, err
 	}
-	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return fail(fmt.Errorf("starting the container: %w", err))
+	return inst, nil
+}
+
+// create creates the container from cfg (the instance's configuration
+// with a main process filled in).
+func (in *instance) create(ctx context.Context, cfg *container.Config) error {
+	p := in.p
+	created, err := p.cli.ContainerCreate(ctx, cfg, in.hc, nil, nil, "")
+	if client.IsErrNotFound(err) {
+		// The image went away since it was last seen: look again once
+		// (a task image is rebuilt).
+		p.forget(in.settings)
+		if cfg.Image, err = p.imageFor(ctx, in.settings); err == nil {
+			created, err = p.cli.ContainerCreate(ctx, cfg, in.hc, nil, nil, "")
+		}
 	}
-	// The folders the harness writes that are not bound from the host,
-	// owned by the container's user. The engine creates the working
-	// directory as root, which is all a root user needs.
+	if err != nil {
+		return fmt.Errorf("creating the container: %w", err)
+	}
+	in.id = created.ID
+	return nil
+}
+
+// materialize creates and starts the container with a long sleep as its
+// main process, so that commands run through the exec API and the
+// container outlives each of them, then makes the Harbor folders and
+// copies what was uploaded before it existed.
+func (in *instance) materialize(ctx context.Context) error {
+	cfg := *in.cfg
+	cfg.Entrypoint, cfg.Cmd = keepAlive[:1], keepAlive[1:]
+	if err := in.create(ctx, &cfg); err != nil {
+		return err
+	}
+	in.mode = modeExec
+	if err := in.p.cli.ContainerStart(ctx, in.id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("starting the container: %w", err)
+	}
+	if in.readOnly && !isRoot(in.user) {
+		// A read-only container's working directory is a volume the engine
+		// creates as root; its owner (root, without capabilities) can still
+		// open it to the container's user.
+		if err := in.p.runAsRoot(ctx, in.id, []string{"chmod", "0777", in.paths.Workdir}); err != nil {
+			return fmt.Errorf("opening the working directory to user %s: %w", in.user, err)
+		}
+	}
+	return in.prepare(ctx, &cfg)
+}
+
+// prepare creates the folders the harness writes that are not bound from
+// the host, owned by the container's user (the engine creates the
+// container's working directory as root, which is all a root user needs),
+// then copies in what was uploaded before the container existed. The copy
+// API works on a created container as on a running one.
+func (in *instance) prepare(ctx context.Context, cfg *container.Config) error {
 	var dirs []string
-	if !s.ReadOnly {
-		for _, d := range []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts} {
-			if binds[d] == "" && (d != paths.Workdir || !isRoot(user)) {
+	if !in.readOnly {
+		for _, d := range []string{in.paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts} {
+			engineMade := d == cfg.WorkingDir && isRoot(cfg.User)
+			if in.binds[d] == "" && !engineMade {
 				dirs = append(dirs, strings.TrimPrefix(d, "/"))
 			}
 		}
 	}
-	if s.ReadOnly && !isRoot(user) {
-		// A read-only container's working directory is a volume the engine
-		// creates as root; its owner (root, without capabilities) can still
-		// open it to the container's user.
-		if err := p.runAsRoot(ctx, created.ID, []string{"chmod", "0777", paths.Workdir}); err != nil {
-			return fail(fmt.Errorf("opening the working directory to user %s: %w", user, err))
-		}
-	}
 	if len(dirs) > 0 {
-		o := ownerOf(user)
-		if err := p.cli.CopyToContainer(ctx, created.ID, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
-			return fail(fmt.Errorf("creating the Harbor folders in the container: %w", err))
+		o := ownerOf(in.user)
+		if err := in.p.cli.CopyToContainer(ctx, in.id, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
+			return fmt.Errorf("creating the Harbor folders in the container: %w", err)
 		}
 	}
-	return inst, nil
+	pending := in.pending
+	in.pending = nil
+	for _, u := range pending {
+		if err := in.upload(ctx, u.host, u.dst); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runAsRoot runs a short command as root (still without capabilities)

@@ -25,8 +25,12 @@ func TestDockerConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxtest.Run(t, sandboxtest.Config{
-		Provider: p,
-		Settings: sandbox.Settings{Kind: "docker", Image: ref, Network: "none", Memory: 256 << 20, CPUs: 1, Pids: 64},
+	settings := sandbox.Settings{Kind: "docker", Image: ref, Network: "none", Memory: 256 << 20, CPUs: 1, Pids: 64}
+	t.Run("exec", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Config{Provider: p, Settings: settings})
+	})
+	// The executor's way: the one command is the container's main process.
+	t.Run("one-command", func(t *testing.T) {
+		sandboxtest.Run(t, sandboxtest.Config{Provider: p, Settings: settings, OneCommand: true})
 	})
 }

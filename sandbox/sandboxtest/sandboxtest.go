@@ -27,6 +27,9 @@ type Config struct {
 	// Gaps names checks a provider is known not to pass yet, with why;
 	// they are skipped with that reason so the gap stays visible.
 	Gaps map[string]string
+	// OneCommand starts the instances of the checks that run one command
+	// with sandbox.Spec.OneCommand, as the executor does.
+	OneCommand bool
 }
 
 // Run runs the whole suite as subtests.
@@ -58,6 +61,7 @@ func Run(t *testing.T, c Config) {
 func Start(t *testing.T, c Config, spec sandbox.Spec) sandbox.Instance {
 	t.Helper()
 	spec.Settings = c.Settings
+	spec.OneCommand = c.OneCommand
 	if spec.Workspace == "" {
 		spec.Workspace = t.TempDir()
 	}
@@ -223,6 +227,7 @@ func testKill(t *testing.T, c Config) {
 // testLeftovers: a background child does not outlive the command that
 // started it, seen from inside the sandbox.
 func testLeftovers(t *testing.T, c Config) {
+	c.OneCommand = false // it looks from a second command
 	inst := Start(t, c, sandbox.Spec{})
 	out := Sh(t, inst, `sleep 300 >/dev/null 2>&1 & echo $!`, nil)
 	pid, err := strconv.Atoi(strings.TrimSpace(out.Stdout))
@@ -244,12 +249,12 @@ func testUploadDownload(t *testing.T, c Config) {
 	if err := inst.Upload(context.Background(), src, p.Tests); err != nil {
 		t.Fatal(err)
 	}
-	out := Sh(t, inst, `"$HEMRA_TESTS_DIR/run.sh"; cat "$HEMRA_TESTS_DIR/data/input.txt"`, nil)
+	// One command, so that the check holds for OneCommand instances too.
+	out := Sh(t, inst, `"$HEMRA_TESTS_DIR/run.sh"; cat "$HEMRA_TESTS_DIR/data/input.txt"
+mkdir -p out/sub && echo result > out/sub/result.txt && ln -s /etc/passwd out/passwd`, nil)
 	if out.Stdout != "uploaded-script\ninput\n" {
 		t.Errorf("after Upload: %+v", out)
 	}
-
-	Sh(t, inst, `mkdir -p out/sub && echo result > out/sub/result.txt && ln -s /etc/passwd out/passwd`, nil)
 	dst := filepath.Join(t.TempDir(), "out")
 	if err := inst.Download(context.Background(), p.Workdir+"/out", dst); err != nil {
 		t.Fatal(err)
