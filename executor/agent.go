@@ -60,6 +60,8 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		Role:      "agent",
 		Workspace: a.ws,
 		Env:       j.env,
+		// The stage runs one command at most (the harness, solve.sh).
+		OneCommand: true,
 	}
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {

@@ -96,6 +96,8 @@ func (a *attemptRun) verifyHarbor(ctx context.Context) error {
 		Workspace: a.ws,
 		Env:       a.verifierEnv(),
 		Snapshot:  a.snapshot,
+		// test.sh is its one command.
+		OneCommand: true,
 	})
 	if err != nil {
 		return infraErr("starting the verifier's sandbox: %v", err)
