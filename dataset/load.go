@@ -109,11 +109,23 @@ func Select(tasks []*Task, include, exclude []string) []*Task {
 
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, name); ok {
+		if MatchName(p, name) {
 			return true
 		}
 	}
 	return false
+}
+
+// MatchName matches a task name against an include/exclude glob. A task name
+// is one part even when it holds "/" (JSONL ids such as "HumanEval/0"), so
+// "*" and "?" match "/" too: include = ["*"] selects every task.
+func MatchName(pattern, name string) bool {
+	if pattern == name {
+		return true
+	}
+	const slash = "\x00"
+	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", slash), strings.ReplaceAll(name, "/", slash))
+	return ok
 }
 
 // CheckPattern reports whether p is a well-formed include/exclude glob.

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/hemra-dev/hemra/dataset"
 )
 
 // MatchAddress reports whether a -target or -replace pattern selects an
@@ -61,8 +63,7 @@ func globMatch(pattern, name string) bool {
 
 // taskMatch matches a task name as one part: "*" and "?" match "/" in it.
 func taskMatch(pattern, task string) bool {
-	const slash = "\x00"
-	return globMatch(strings.ReplaceAll(pattern, "/", slash), strings.ReplaceAll(task, "/", slash))
+	return dataset.MatchName(pattern, task)
 }
 
 func matchAny(patterns []string, addr string) bool {
