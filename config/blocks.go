@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +110,7 @@ func (l *loader) decodeSandbox(n *node) cty.Value {
 		})
 	}
 	if kindKnown {
-		for _, attr := range sortedKeys(rule.mustSay) {
+		for _, attr := range slices.Sorted(maps.Keys(rule.mustSay)) {
 			if !d.has(attr) {
 				l.diags = append(l.diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
@@ -129,7 +131,7 @@ func (l *loader) decodeSandbox(n *node) cty.Value {
 	if d.has("network") {
 		if kindKnown && rule.settings["network"] {
 			if v, ok := d.oneOf("network", NetworkNone, NetworkBridge, NetworkOpen); ok {
-				if !contains(rule.networks, v) {
+				if !slices.Contains(rule.networks, v) {
 					d.errorValue(d.attr("network"), fmt.Sprintf("A %s sandbox cannot enforce network = %q", s.Kind, v),
 						fmt.Sprintf("A %s sandbox supports network = %s.", s.Kind, quoteList(rule.networks)))
 				} else {
@@ -680,13 +682,4 @@ func attrRanges(attrs hcl.Attributes) map[string]hcl.Range {
 		m[n] = a.Range
 	}
 	return m
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -39,7 +41,7 @@ func (l *loader) evaluate() {
 	for _, b := range l.blocks {
 		nodes[b.addr()] = &node{addr: b.addr(), block: b}
 	}
-	for _, a := range sortedKeys(nodes) {
+	for _, a := range slices.Sorted(maps.Keys(nodes)) {
 		l.collectRefs(nodes[a], nodes)
 	}
 	sorted, cyclic := l.order(nodes)

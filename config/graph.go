@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -97,7 +99,7 @@ func (l *loader) resolveRef(t hcl.Traversal, nodes map[string]*node) (string, bo
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Reference to undeclared input variable",
-				Detail:   fmt.Sprintf("No variable %q is declared.%s", name, suggest(name, keys(l.cfg.Variables))),
+				Detail:   fmt.Sprintf("No variable %q is declared.%s", name, suggest(name, slices.Sorted(maps.Keys(l.cfg.Variables)))),
 				Subject:  nameRange.Ptr(),
 			})
 			return "", false
@@ -176,7 +178,7 @@ func (l *loader) order(nodes map[string]*node) (sorted []*node, cyclic map[strin
 		next++
 		stack = append(stack, a)
 		onStack[a] = true
-		for _, d := range sortedKeys(nodes[a].deps) {
+		for _, d := range slices.Sorted(maps.Keys(nodes[a].deps)) {
 			if _, seen := index[d]; !seen {
 				strong(d)
 				low[a] = min(low[a], low[d])
@@ -230,7 +232,7 @@ func (l *loader) reportCycle(group []string, nodes map[string]*node) {
 		if _, ok := nodes[cur].deps[start]; ok {
 			return append(path, start)
 		}
-		for _, d := range sortedKeys(nodes[cur].deps) {
+		for _, d := range slices.Sorted(maps.Keys(nodes[cur].deps)) {
 			if in[d] && !visited[d] {
 				visited[d] = true
 				if p := walk(d, append(path, d)); p != nil {
@@ -259,27 +261,9 @@ func (l *loader) reportCycle(group []string, nodes map[string]*node) {
 	})
 }
 
-func (n *node) declRange() hcl.Range {
-	if n.local != nil {
-		return n.local.NameRange
-	}
-	return n.block.block.DefRange
-}
-
 func joinAnd(items []string) string {
 	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func keys[V any](m map[string]V) []string { return sortedKeys(m) }
 
 // suggest returns " Did you mean "x"?" for the closest known name, if any
 // is close enough to be a likely typo.

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -258,7 +260,7 @@ func (l *loader) readVarFile(path, name string, decls map[string]*varDecl) {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagWarning,
 				Summary:  "Value for undeclared variable",
-				Detail:   fmt.Sprintf("%s sets %q, but no variable of that name is declared; the value is ignored.%s", name, a.Name, suggest(a.Name, keys(decls))),
+				Detail:   fmt.Sprintf("%s sets %q, but no variable of that name is declared; the value is ignored.%s", name, a.Name, suggest(a.Name, slices.Sorted(maps.Keys(decls)))),
 				Subject:  a.NameRange.Ptr(),
 			})
 			continue
