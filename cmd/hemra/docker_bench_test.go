@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,13 +18,23 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/hemra-dev/hemra/internal/testimages"
+	"github.com/hemra-dev/hemra/protocol"
+	"github.com/hemra-dev/hemra/protocol/wire"
 )
 
 // BenchmarkDockerApply200 measures, in one run, `hemra apply` of 200
-// trivial attempts (a JSONL task each, the example harness in the docker
-// sandbox speaking the protocol, the built-in verifier) against 200 bare
-// `docker run --rm` of the same image and command through the client API,
-// both 4 at a time, and reports the ratio of wall times.
+// trivial attempts against 200 bare `docker run --rm -i` of the same image
+// and command doing the same work, both 4 at a time, and reports the
+// ratio of wall times.
+//
+// An attempt is a JSONL task ({"input":"hi","target":"ok"}) run by the
+// example harness (examples/harness-go) in the docker sandbox: one
+// container, the harness speaking the protocol on its stdio, the built-in
+// exact-match verifier in hemra's process (no verifier container), state,
+// event log and artifacts recorded. A bare run is what a script would do
+// for the same result: `docker run --rm -i --network none -w /app IMAGE
+// harness-go` fed the same run.start line, its output read to the end and
+// the result's output compared with the target.
 //
 //	go test ./cmd/hemra -run '^$' -bench DockerApply200 -benchtime 1x
 func BenchmarkDockerApply200(b *testing.B) {
@@ -52,7 +64,7 @@ func BenchmarkDockerApply200(b *testing.B) {
 }
 
 // timeApply times `hemra apply` of n JSONL attempts in a new eval directory.
-func timeApply(b *testing.B, img, command string, n, parallelism int) time.Duration {
+func timeApply(b testing.TB, img, command string, n, parallelism int) time.Duration {
 	dir := b.TempDir()
 	var lines strings.Builder
 	for t := 1; t <= n; t++ {
@@ -90,7 +102,7 @@ eval "bench" {
 	return took
 }
 
-func timeBare(b *testing.B, cli *client.Client, img string, cmd []string, n, parallelism int) time.Duration {
+func timeBare(b testing.TB, cli *client.Client, img string, cmd []string, n, parallelism int) time.Duration {
 	start := time.Now()
 	work := make(chan struct{})
 	var wg sync.WaitGroup
@@ -113,15 +125,32 @@ func timeBare(b *testing.B, cli *client.Client, img string, cmd []string, n, par
 	return time.Since(start)
 }
 
-// bareRun is `docker run --rm --network none IMAGE CMD` through the API.
+// bareStart is the run.start line a bare run feeds the harness: what
+// hemra sends for the same task (the artifacts folder is /tmp, which the
+// image has; hemra's is a bound folder).
+func bareStart() []byte {
+	line, _ := json.Marshal(&protocol.StartMessage{
+		Type: "run.start", Protocol: protocol.Version,
+		Task:  wire.Task{ID: "t1", Input: json.RawMessage(`"hi"`)},
+		Run:   wire.RunContext{AttemptID: "bare", Address: "bench/h/t1#1", Eval: "bench", Harness: "h", Repetition: 1, Deadline: time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339)},
+		Args:  json.RawMessage(`{"file":"out.txt","content":"ok"}`),
+		Paths: wire.Paths{Workdir: "/app", Artifacts: "/tmp", AgentLogs: "/tmp"},
+	})
+	return append(line, '\n')
+}
+
+// bareRun is `docker run --rm -i --network none -w /app IMAGE CMD`
+// through the API, fed the run.start line; the result's output must be
+// the target, as hemra's exact-match verifier checks.
 func bareRun(cli *client.Client, img string, cmd []string) error {
 	ctx := context.Background()
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: cmd, AttachStdout: true, AttachStderr: true},
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: cmd, WorkingDir: "/app",
+		AttachStdin: true, OpenStdin: true, StdinOnce: true, AttachStdout: true, AttachStderr: true},
 		&container.HostConfig{NetworkMode: "none", AutoRemove: true}, nil, nil, "")
 	if err != nil {
 		return err
 	}
-	att, err := cli.ContainerAttach(ctx, c.ID, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	att, err := cli.ContainerAttach(ctx, c.ID, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return err
 	}
@@ -130,11 +159,28 @@ func bareRun(cli *client.Client, img string, cmd []string) error {
 	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		return err
 	}
-	stdcopy.StdCopy(io.Discard, io.Discard, att.Reader)
+	if _, err := att.Conn.Write(bareStart()); err != nil {
+		return err
+	}
+	att.CloseWrite()
+	pr, pw := io.Pipe()
+	go func() { _, err := stdcopy.StdCopy(pw, io.Discard, att.Reader); pw.CloseWithError(err) }()
+	var output string
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r wire.Result
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Type == "result" {
+			_ = json.Unmarshal(r.Output, &output)
+		}
+	}
 	select {
 	case <-wait:
 	case err := <-errc:
 		return err
+	}
+	if output != "ok" {
+		return fmt.Errorf("bare run: the result's output is %q, want the target %q", output, "ok")
 	}
 	return nil
 }

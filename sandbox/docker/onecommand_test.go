@@ -121,3 +121,28 @@ func TestOneCommandWithoutACommand(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A read-only OneCommand container: uploads land in its writable folders
+// before the command starts, as the root user or as another one (which
+// takes the sleep-and-exec path to open the working directory).
+func TestOneCommandReadOnly(t *testing.T) {
+	_, p, img := engine(t)
+	for _, user := range []string{"", "1000:1000"} {
+		s := hardened(img)
+		s.ReadOnly, s.User = true, user
+		in := start(t, p, sandbox.Spec{Settings: s, Role: "verifier", OneCommand: true, Workspace: t.TempDir()})
+		src := t.TempDir()
+		os.WriteFile(filepath.Join(src, "test.sh"), []byte("echo from-tests\n"), 0o644)
+		if err := in.Upload(context.Background(), src, "/tests"); err != nil {
+			t.Fatal(err)
+		}
+		got := run(t, in, sh(`sh /tests/test.sh && echo hi > /app/f && cat /app/f && ! touch /etc/x 2>/dev/null && id -u`), "")
+		want := "from-tests\nhi\n0\n"
+		if user != "" {
+			want = "from-tests\nhi\n1000\n"
+		}
+		if got.stdout != want {
+			t.Errorf("user %q: got %+v, want stdout %q", user, got, want)
+		}
+	}
+}
