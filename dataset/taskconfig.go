@@ -160,15 +160,23 @@ func (t *table) wrongType(key, want string, got any) {
 	t.d.errorAt(t.keyPath(key), fmt.Sprintf("%s must be %s, not %s.", t.keyPath(key), want, tomlTypeName(got)))
 }
 
-func (t *table) str(key string) string {
+// typed reads key as a T: false when the key is absent, or when it holds
+// another type, which is reported as not being want.
+func typed[T any](t *table, key, want string) (T, bool) {
 	v, ok := t.get(key)
 	if !ok {
-		return ""
+		var zero T
+		return zero, false
 	}
-	s, ok := v.(string)
+	x, ok := v.(T)
 	if !ok {
-		t.wrongType(key, "a string", v)
+		t.wrongType(key, want, v)
 	}
+	return x, ok
+}
+
+func (t *table) str(key string) string {
+	s, _ := typed[string](t, key, "a string")
 	return s
 }
 
@@ -245,26 +253,16 @@ func (t *table) int(key string) int64 {
 }
 
 func (t *table) boolean(key string) *bool {
-	v, ok := t.get(key)
+	b, ok := typed[bool](t, key, "true or false")
 	if !ok {
 		return nil
 	}
-	b, ok := v.(bool)
-	if !ok {
-		t.wrongType(key, "true or false", v)
-		return nil
-	}
-	return &b
+	return new(b) // allocated only when the key is set
 }
 
 func (t *table) strings(key string) []string {
-	v, ok := t.get(key)
+	list, ok := typed[[]any](t, key, "a list of strings")
 	if !ok {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		t.wrongType(key, "a list of strings", v)
 		return nil
 	}
 	out := make([]string, 0, len(list))
@@ -280,13 +278,8 @@ func (t *table) strings(key string) []string {
 }
 
 func (t *table) stringMap(key string) map[string]string {
-	v, ok := t.get(key)
+	m, ok := typed[map[string]any](t, key, "a table of strings")
 	if !ok {
-		return nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		t.wrongType(key, "a table of strings", v)
 		return nil
 	}
 	out := make(map[string]string, len(m))
@@ -305,13 +298,8 @@ func (t *table) stringMap(key string) map[string]string {
 // sub returns the sub-table at key, or nil when the key is absent or not a
 // table (the latter reported).
 func (t *table) sub(key string) *table {
-	v, ok := t.get(key)
+	m, ok := typed[map[string]any](t, key, "a table")
 	if !ok {
-		return nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		t.wrongType(key, "a table", v)
 		return nil
 	}
 	return t.d.newTable(t.keyPath(key), m)
@@ -319,13 +307,8 @@ func (t *table) sub(key string) *table {
 
 // tables returns the array of tables at key ([[steps]]).
 func (t *table) tables(key string) []*table {
-	v, ok := t.get(key)
+	list, ok := typed[[]any](t, key, "an array of tables")
 	if !ok {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		t.wrongType(key, "an array of tables", v)
 		return nil
 	}
 	out := make([]*table, 0, len(list))
@@ -360,12 +343,8 @@ func (d *tomlDecoder) taskConfig(doc map[string]any) *TaskConfig {
 	if t := root.sub("task"); t != nil {
 		cfg.Task = d.packageInfo(t)
 	}
-	if v, ok := root.get("metadata"); ok {
-		if m, ok := v.(map[string]any); ok {
-			cfg.Metadata = m
-		} else {
-			root.wrongType("metadata", "a table", v)
-		}
+	if m, ok := typed[map[string]any](root, "metadata", "a table"); ok {
+		cfg.Metadata = m
 	}
 	if t := root.sub("agent"); t != nil {
 		cfg.Agent = *d.agent(t)
@@ -576,13 +555,8 @@ func parseSizeMB(s string) (int64, error) {
 }
 
 func (d *tomlDecoder) artifacts(t *table, key string) []Artifact {
-	v, ok := t.get(key)
+	list, ok := typed[[]any](t, key, "a list")
 	if !ok {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		t.wrongType(key, "a list", v)
 		return nil
 	}
 	var out []Artifact
