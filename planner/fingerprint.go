@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -84,7 +85,12 @@ type group struct {
 }
 
 func newGroup(name string, inputs []state.Input) *group {
-	slices.SortFunc(inputs, func(a, b state.Input) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(inputs, func(a, b state.Input) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
 	g := &group{name: name, inputs: inputs, n: len(inputs)}
 	h := sha256.New()
 	var buf []byte
@@ -167,10 +173,73 @@ func Fingerprint(stage string, inputs []state.Input) string {
 	return fp.String()
 }
 
-// inputList collects the inputs of one group.
+// inputList collects the inputs of one group as "path\x00value\n" lines
+// in one buffer, the bytes a group hash is computed over: a task's inputs
+// are hashed straight from it, and turned into state.Input values (one
+// string for the lot) only for a manifest. A plan over 20,000 tasks
+// builds 80,000 lists, most of them only to be hashed.
 type inputList struct {
-	stage  string
-	inputs []state.Input
+	stage string
+	buf   []byte
+	lines []line
+	path  []byte // scratch for flattenValue's paths
+}
+
+// line is one input: text is "path\x00value\n" (a slice of a list's
+// buffer), the path its first pathLen bytes; blob marks a file whose
+// content is kept as a blob (its value is "sha256:<blob>").
+type line struct {
+	text    []byte
+	pathLen int32
+	blob    bool
+}
+
+func (ln *line) path() []byte  { return ln.text[:ln.pathLen] }
+func (ln *line) value() []byte { return ln.text[ln.pathLen+1 : len(ln.text)-1] }
+
+// reset empties the list for reuse, keeping its buffers.
+func (l *inputList) reset(stage string) {
+	l.stage = stage
+	l.buf = l.buf[:0]
+	l.lines = l.lines[:0]
+}
+
+// begin starts a line: the path and its separator.
+func (l *inputList) begin(path string) int {
+	start := len(l.buf)
+	l.buf = append(l.buf, path...)
+	l.buf = append(l.buf, 0)
+	return start
+}
+
+// beginBytes is begin for a path held in bytes.
+func (l *inputList) beginBytes(path []byte) int {
+	start := len(l.buf)
+	l.buf = append(l.buf, path...)
+	l.buf = append(l.buf, 0)
+	return start
+}
+
+// end finishes the line begun at start, whose value was appended after
+// the path. hashValue replaces the value with "sha256:<hex of it>".
+func (l *inputList) end(start, pathLen int, hashValue, blob bool) {
+	if hashValue {
+		vs := start + pathLen + 1
+		sum := sha256.Sum256(l.buf[vs:])
+		l.buf = append(l.buf[:vs], "sha256:"...)
+		l.buf = hex.AppendEncode(l.buf, sum[:])
+	}
+	l.buf = append(l.buf, '\n')
+	// The full slice expression keeps a later append from writing into
+	// this line's capacity.
+	l.lines = append(l.lines, line{text: l.buf[start:len(l.buf):len(l.buf)], pathLen: int32(pathLen), blob: blob})
+}
+
+// add records a value as it is.
+func (l *inputList) add(path, value string) {
+	start := l.begin(path)
+	l.buf = append(l.buf, value...)
+	l.end(start, len(path), false, false)
 }
 
 // literal records a small value as canonical JSON.
@@ -184,33 +253,93 @@ func (l *inputList) literal(path string, v any) {
 
 // raw records an already canonical JSON value, hashing it when long.
 func (l *inputList) raw(path, value string) {
-	if len(value) > maxLiteral {
-		value = contentValue([]byte(value))
-	}
-	l.inputs = append(l.inputs, state.Input{Stage: l.stage, Path: path, Value: value})
+	start := l.begin(path)
+	l.buf = append(l.buf, value...)
+	l.end(start, len(path), len(value) > maxLiteral, false)
 }
 
 // file records a file by its content hash; blob marks it as a text file
 // whose content is kept for diffs.
 func (l *inputList) file(path, sha string, size int64, blob bool) {
-	in := state.Input{Stage: l.stage, Path: path, Value: "sha256:" + sha}
-	if blob && size < maxTextBlob {
-		in.Blob = sha
-	}
-	l.inputs = append(l.inputs, in)
+	start := l.begin(path)
+	l.buf = append(l.buf, "sha256:"...)
+	l.buf = append(l.buf, sha...)
+	l.end(start, len(path), false, blob && size < maxTextBlob)
 }
 
 // content records bytes held in memory (an instruction), as a text blob
 // when they are small valid UTF-8.
 func (l *inputList) content(path string, data []byte) {
 	sum := sha256.Sum256(data)
-	sha := hex.EncodeToString(sum[:])
-	l.file(path, sha, int64(len(data)), utf8.Valid(data))
+	start := l.begin(path)
+	l.buf = append(l.buf, "sha256:"...)
+	l.buf = hex.AppendEncode(l.buf, sum[:])
+	l.end(start, len(path), false, utf8.Valid(data) && len(data) < maxTextBlob)
 }
 
 func contentValue(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// list returns the inputs in the order they were recorded, their strings
+// cut from one allocation.
+func (l *inputList) list() []state.Input {
+	return inputsOf(l.stage, l.lines)
+}
+
+func inputsOf(stage string, lines []line) []state.Input {
+	if len(lines) == 0 {
+		return nil
+	}
+	n := 0
+	for i := range lines {
+		n += len(lines[i].text)
+	}
+	all := make([]byte, 0, n)
+	for i := range lines {
+		all = append(all, lines[i].text...)
+	}
+	s := string(all)
+	out := make([]state.Input, len(lines))
+	off := 0
+	for i := range lines {
+		ln := &lines[i]
+		t := s[off : off+len(ln.text)]
+		off += len(ln.text)
+		in := state.Input{Stage: stage, Path: t[:ln.pathLen], Value: t[ln.pathLen+1 : len(t)-1]}
+		if ln.blob {
+			in.Blob = strings.TrimPrefix(in.Value, "sha256:")
+		}
+		out[i] = in
+	}
+	return out
+}
+
+// sortLines orders lines as newGroup orders inputs: by path, then value.
+func sortLines(lines []line) {
+	slices.SortFunc(lines, func(a, b line) int {
+		if c := bytes.Compare(a.path(), b.path()); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.value(), b.value())
+	})
+}
+
+// groupOfLines sorts lines and hashes them as newGroup hashes the same
+// inputs; keep also keeps the inputs (for a manifest).
+func groupOfLines(name, stage string, lines []line, keep bool) *group {
+	sortLines(lines)
+	g := &group{name: name, n: len(lines)}
+	h := sha256.New()
+	for i := range lines {
+		h.Write(lines[i].text)
+	}
+	h.Sum(g.sum[:0])
+	if keep {
+		g.inputs = inputsOf(stage, lines)
+	}
+	return g
 }
 
 // flatten records a decoded JSON value as one input per leaf: objects are
@@ -231,7 +360,7 @@ func (l *inputList) flatten(path string, v any, secret bool) {
 	default:
 		b, _ := json.Marshal(x)
 		if secret {
-			l.inputs = append(l.inputs, state.Input{Stage: l.stage, Path: path, Value: contentValue(b)})
+			l.add(path, contentValue(b))
 			return
 		}
 		l.raw(path, string(b))
@@ -251,11 +380,13 @@ func (l *inputList) flattenJSON(path string, data []byte, secret bool) {
 	l.flatten(path, v, secret)
 }
 
-// flattenStruct records a decoded task.toml section (a struct of the
+// flattenValue records a decoded task.toml section (a struct of the
 // dataset package) one leaf per input, like flatten does for JSON, without
 // a JSON round trip: a plan over 20,000 tasks does this 60,000 times.
 // Zero values are left out, so an absent key and its zero value agree.
-func (l *inputList) flattenStruct(path string, v reflect.Value, secret bool) {
+// Children append their names to path in place, so a path costs no
+// allocation.
+func (l *inputList) flattenValue(path []byte, v reflect.Value, secret bool) {
 	if !v.IsValid() || v.IsZero() {
 		return
 	}
@@ -264,14 +395,15 @@ func (l *inputList) flattenStruct(path string, v reflect.Value, secret bool) {
 		if v.IsNil() {
 			return
 		}
-		l.flattenStruct(path, v.Elem(), secret)
+		l.flattenValue(path, v.Elem(), secret)
 	case reflect.Struct:
 		for _, f := range structFields(v.Type()) {
 			fv := v.Field(f.index)
 			if fv.IsZero() {
 				continue
 			}
-			l.flattenStruct(path+"."+f.name, fv, secret || f.name == "env")
+			sub := append(append(path, '.'), f.name...)
+			l.flattenValue(sub, fv, secret || f.name == "env")
 		}
 	case reflect.Map:
 		if v.Len() == 0 {
@@ -280,14 +412,14 @@ func (l *inputList) flattenStruct(path string, v reflect.Value, secret bool) {
 		keys := v.MapKeys()
 		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 		for _, k := range keys {
-			l.flattenStruct(path+"."+k.String(), v.MapIndex(k), secret || k.String() == "env")
+			sub := append(append(path, '.'), k.String()...)
+			l.flattenValue(sub, v.MapIndex(k), secret || k.String() == "env")
 		}
 	default:
-		value := leafJSON(v)
-		if secret {
-			value = contentValue([]byte(value))
-		}
-		l.raw(path, value)
+		start := l.beginBytes(path)
+		l.buf = appendLeafJSON(l.buf, v)
+		vs := start + len(path) + 1
+		l.end(start, len(path), secret || len(l.buf)-vs > maxLiteral, false)
 	}
 }
 
@@ -323,31 +455,34 @@ func structFields(t reflect.Type) []structField {
 	return out
 }
 
-// leafJSON encodes a scalar (or, through encoding/json, a list) as JSON.
-func leafJSON(v reflect.Value) string {
+// appendLeafJSON appends a scalar (or, through encoding/json, a list)
+// encoded as JSON.
+func appendLeafJSON(dst []byte, v reflect.Value) []byte {
 	switch v.Kind() {
 	case reflect.String:
 		s := v.String()
 		for i := 0; i < len(s); i++ {
 			if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
 				b, _ := json.Marshal(s)
-				return string(b)
+				return append(dst, b...)
 			}
 		}
-		return `"` + s + `"`
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
 	case reflect.Bool:
-		return strconv.FormatBool(v.Bool())
+		return strconv.AppendBool(dst, v.Bool())
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(v.Int(), 10)
+		return strconv.AppendInt(dst, v.Int(), 10)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(v.Uint(), 10)
+		return strconv.AppendUint(dst, v.Uint(), 10)
 	case reflect.Float32, reflect.Float64:
 		b, _ := json.Marshal(v.Float())
-		return string(b)
+		return append(dst, b...)
 	}
 	b, err := json.Marshal(v.Interface())
 	if err != nil {
-		return strconv.Quote(err.Error())
+		return strconv.AppendQuote(dst, err.Error())
 	}
-	return string(b)
+	return append(dst, b...)
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -105,7 +106,8 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 		l.literal("harness.model", h.Model)
 	}
 	if h.ArgsSensitive {
-		l.inputs = append(l.inputs, sensitiveInput(StageAgent, "harness.args", h.ArgsJSON))
+		in := sensitiveInput(StageAgent, "harness.args", h.ArgsJSON)
+		l.add(in.Path, in.Value)
 	} else {
 		l.flattenJSON("harness.args", h.ArgsJSON, false)
 	}
@@ -206,7 +208,7 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 			p.hashPath(&l, "file "+path.Clean(filepath.ToSlash(arg)), full, rangeOf(h.Attrs, "command", h.DeclRange))
 		}
 	}
-	hi.group = newGroup("harness", l.inputs)
+	hi.group = newGroup("harness", l.list())
 	p.harnesses[h] = hi
 	return hi
 }
@@ -284,17 +286,32 @@ func relTo(base, full string) string {
 // taskBase is what every harness shares of a task: its agent inputs
 // without the solution or images, the oracle's extra inputs, and its
 // verify inputs. expand computes it once per task for all the eval's
-// harnesses and drops it; manifests rebuild it.
+// harnesses, hashes it and reuses its buffers for the next task;
+// manifests rebuild it.
 type taskBase struct {
-	agent    []state.Input
-	solution []state.Input
-	verify   []state.Input
+	agent    inputList
+	solution inputList
+	verify   inputList
+
+	// Scratch for taskVariant when the base is not shared (expand).
+	images inputList
+	lines  []line
 }
 
+var basePool = sync.Pool{New: func() any { return new(taskBase) }}
+
 func taskBaseOf(t *dataset.Task) *taskBase {
-	agent := inputList{stage: StageAgent}
-	solution := inputList{stage: StageAgent}
-	verify := inputList{stage: StageVerify}
+	b := new(taskBase)
+	b.fill(t)
+	return b
+}
+
+// fill records t's inputs, reusing b's buffers.
+func (b *taskBase) fill(t *dataset.Task) {
+	agent, solution, verify := &b.agent, &b.solution, &b.verify
+	agent.reset(StageAgent)
+	solution.reset(StageAgent)
+	verify.reset(StageVerify)
 	switch t.Kind {
 	case "jsonl":
 		agent.rawJSON("task.input", t.Input)
@@ -303,35 +320,38 @@ func taskBaseOf(t *dataset.Task) *taskBase {
 	default:
 		agent.content("task.instruction.md", t.Instruction)
 		for _, f := range t.Environment {
-			agent.file("task."+f.Path, f.SHA256, f.Size, true)
+			agent.taskFile(&f)
 		}
 		for _, st := range t.Steps {
 			for _, f := range st.Files {
 				switch {
 				case strings.Contains(f.Path, "/tests/"):
-					verify.file("task."+f.Path, f.SHA256, f.Size, true)
+					verify.taskFile(&f)
 				case strings.Contains(f.Path, "/solution/"):
-					solution.file("task."+f.Path, f.SHA256, f.Size, true)
+					solution.taskFile(&f)
 				default:
-					agent.file("task."+f.Path, f.SHA256, f.Size, true)
+					agent.taskFile(&f)
 				}
 			}
 		}
 		for _, f := range t.Tests {
-			verify.file("task."+f.Path, f.SHA256, f.Size, true)
+			verify.taskFile(&f)
 		}
 		for _, f := range t.Solution {
-			solution.file("task."+f.Path, f.SHA256, f.Size, true)
+			solution.taskFile(&f)
 		}
 		if c := t.Config; c != nil {
+			// Sections are passed by pointer: boxing a struct value
+			// would copy it.
 			section := func(l *inputList, name string, v any) {
-				l.flattenStruct("task.toml."+name, reflect.ValueOf(v), false)
+				l.path = append(append(l.path[:0], "task.toml."...), name...)
+				l.flattenValue(l.path, reflect.ValueOf(v), false)
 			}
-			section(&agent, "agent", c.Agent)
-			section(&agent, "environment", c.Environment)
-			section(&agent, "artifacts", c.Artifacts)
-			section(&solution, "solution", c.Solution)
-			section(&verify, "verifier", c.Verifier)
+			section(agent, "agent", &c.Agent)
+			section(agent, "environment", &c.Environment)
+			section(agent, "artifacts", &c.Artifacts)
+			section(solution, "solution", &c.Solution)
+			section(verify, "verifier", &c.Verifier)
 			if c.MultiStepRewardStrategy != "" {
 				verify.literal("task.toml.multi_step_reward_strategy", c.MultiStepRewardStrategy)
 			}
@@ -340,12 +360,12 @@ func taskBaseOf(t *dataset.Task) *taskBase {
 				if name == "" {
 					name = "#" + strconv.Itoa(i+1)
 				}
-				section(&agent, "steps."+name+".agent", st.Agent)
-				section(&agent, "steps."+name+".healthcheck", st.Healthcheck)
-				section(&agent, "steps."+name+".artifacts", st.Artifacts)
-				section(&verify, "steps."+name+".verifier", st.Verifier)
-				section(&verify, "steps."+name+".min_reward", st.MinReward)
-				section(&verify, "steps."+name+".min_rewards", st.MinRewards)
+				section(agent, "steps."+name+".agent", st.Agent)
+				section(agent, "steps."+name+".healthcheck", st.Healthcheck)
+				section(agent, "steps."+name+".artifacts", st.Artifacts)
+				section(verify, "steps."+name+".verifier", st.Verifier)
+				section(verify, "steps."+name+".min_reward", st.MinReward)
+				section(verify, "steps."+name+".min_rewards", st.MinRewards)
 			}
 			for k, v := range c.Extra {
 				first, _, _ := strings.Cut(k, ".")
@@ -360,30 +380,38 @@ func taskBaseOf(t *dataset.Task) *taskBase {
 			}
 		}
 	}
-	return &taskBase{agent: agent.inputs, solution: solution.inputs, verify: verify.inputs}
 }
 
 // taskVariant builds a task's agent and verify groups for one kind of
 // harness: the oracle's agent stage includes the solution, and a harness
 // running the task's own image on docker includes the image digests.
-// The groups keep their inputs; callers that only need the hashes
-// compact them.
 //
-// hashOnly skips what only a manifest needs (the image map and build
-// spec) and reuses verify, which is the same for every kind of harness.
+// hashOnly keeps only the groups' hashes and skips what only a manifest
+// needs (the inputs, the image map and build spec); it reuses verify,
+// which is the same for every kind of harness, and b's scratch buffers,
+// so b must not be shared.
 func (p *planner) taskVariant(b *taskBase, t *dataset.Task, key taskKey, e *config.Eval, hashOnly bool, verify *group) *taskInfo {
 	ti := &taskInfo{verify: verify}
-	agent := inputList{stage: StageAgent, inputs: make([]state.Input, 0, len(b.agent)+len(b.solution)+2)}
-	agent.inputs = append(agent.inputs, b.agent...)
-	if key.solution {
-		agent.inputs = append(agent.inputs, b.solution...)
+	images, lines := &inputList{}, []line(nil)
+	if hashOnly {
+		images, lines = &b.images, b.lines[:0]
 	}
+	images.reset(StageAgent)
 	if key.images && t.Kind != "jsonl" {
-		p.taskImages(t, ti, &agent, e, hashOnly)
+		p.taskImages(t, ti, images, e, hashOnly)
 	}
-	ti.agent = newGroup("task", agent.inputs)
+	lines = append(lines, b.agent.lines...)
+	if key.solution {
+		lines = append(lines, b.solution.lines...)
+	}
+	lines = append(lines, images.lines...)
+	ti.agent = groupOfLines("task", StageAgent, lines, !hashOnly)
 	if ti.verify == nil {
-		ti.verify = newGroup("task", append([]state.Input(nil), b.verify...))
+		lines = append(lines[:0], b.verify.lines...)
+		ti.verify = groupOfLines("task", StageVerify, lines, !hashOnly)
+	}
+	if hashOnly {
+		b.lines = lines[:0]
 	}
 	return ti
 }
@@ -411,6 +439,18 @@ func (p *planner) taskInputs(d *declared) *taskInfo {
 	p.tasks[key] = ti
 	p.mu.Unlock()
 	return ti
+}
+
+// taskFile records a task file as task.<path>, kept as a blob when
+// small (it may be a text file a later plan diffs).
+func (l *inputList) taskFile(f *dataset.File) {
+	start := len(l.buf)
+	l.buf = append(l.buf, "task."...)
+	l.buf = append(l.buf, f.Path...)
+	l.buf = append(l.buf, 0)
+	l.buf = append(l.buf, "sha256:"...)
+	l.buf = append(l.buf, f.SHA256...)
+	l.end(start, len("task.")+len(f.Path), false, f.Size < maxTextBlob)
 }
 
 func (l *inputList) rawJSON(path string, data json.RawMessage) {
@@ -457,7 +497,7 @@ func (p *planner) verifierGroup(e *config.Eval) *group {
 	}
 	l.literal("verifier.network", network)
 	l.literal("verifier.env", env)
-	g := newGroup("verifier", l.inputs)
+	g := newGroup("verifier", l.list())
 	p.verifiers[e] = g
 	return g
 }
@@ -499,7 +539,7 @@ func (p *planner) judgeGroup(e *config.Eval) *judgeInfo {
 			}
 		}
 	}
-	ji.group = newGroup("judge", l.inputs)
+	ji.group = newGroup("judge", l.list())
 	p.judges[e] = ji
 	return ji
 }

@@ -364,46 +364,61 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 			t := tasks[ti]
 			var base *taskBase
 			var verify *group
-			variants := map[taskKey]*taskInfo{}
+			// A task has a variant per kind of harness (at most four).
+			type variant struct {
+				key  taskKey
+				info *taskInfo
+			}
+			var variants [4]variant
+			nv := 0
 			for hi, h := range harnesses {
 				info := infos[hi]
 				prefix := e.Name + "/" + h.Name + "/" + t.Name + "#"
-				var ds []*declared
-				for rep := 1; rep <= e.Attempts; rep++ {
-					addr := prefix + strconv.Itoa(rep)
-					key := taskKey{task: t, solution: info.oracle, images: info.usesTaskImage}
-					tinfo := variants[key]
-					if tinfo == nil {
-						if base == nil {
-							base = taskBaseOf(t)
-						}
-						if p.keepInputs {
-							// Everything will run: keep the inputs for the
-							// manifests rather than build them twice.
-							tinfo = p.taskVariant(base, t, key, e, false, nil)
-							p.mu.Lock()
-							p.tasks[key] = tinfo
-							p.mu.Unlock()
-						} else {
-							full := p.taskVariant(base, t, key, e, true, verify)
-							verify = full.verify
-							full.agent.inputs, full.verify.inputs = nil, nil
-							tinfo = &taskInfo{agent: full.agent, verify: full.verify}
-						}
-						variants[key] = tinfo
+				key := taskKey{task: t, solution: info.oracle, images: info.usesTaskImage}
+				var tinfo *taskInfo
+				for _, v := range variants[:nv] {
+					if v.key == key {
+						tinfo = v.info
 					}
-					d := &declared{
+				}
+				if tinfo == nil {
+					if base == nil {
+						base = basePool.Get().(*taskBase)
+						base.fill(t)
+					}
+					if p.keepInputs {
+						// Everything will run: keep the inputs for the
+						// manifests rather than build them twice.
+						tinfo = p.taskVariant(base, t, key, e, false, nil)
+						p.mu.Lock()
+						p.tasks[key] = tinfo
+						p.mu.Unlock()
+					} else {
+						tinfo = p.taskVariant(base, t, key, e, true, verify)
+						verify = tinfo.verify
+					}
+					variants[nv] = variant{key, tinfo}
+					nv++
+				}
+				ds := make([]declared, e.Attempts)
+				ptrs := make([]*declared, e.Attempts)
+				for rep := 1; rep <= e.Attempts; rep++ {
+					d := &ds[rep-1]
+					*d = declared{
 						pa: PlannedAttempt{
-							Address: addr, Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
+							Address: prefix + strconv.Itoa(rep), Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
 						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
 					}
 					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
 					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], tinfo.verify, vg)
 					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil)
-					ds = append(ds, d)
+					ptrs[rep-1] = d
 				}
-				perHarness[hi][ti] = ds
+				perHarness[hi][ti] = ptrs
+			}
+			if base != nil {
+				basePool.Put(base)
 			}
 		})
 		for _, perTask := range perHarness {
@@ -460,7 +475,7 @@ func (p *planner) attemptGroup(rep int, semantics string) *group {
 	l := inputList{stage: StageAgent}
 	l.literal("attempt.repetition", rep)
 	l.literal("hemra.execution_semantics", semantics)
-	g := newGroup("attempt", l.inputs)
+	g := newGroup("attempt", l.list())
 	p.attempts[rep] = g
 	return g
 }
