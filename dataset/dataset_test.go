@@ -3,6 +3,7 @@ package dataset
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -523,5 +524,26 @@ func TestNegativeNumbersRefused(t *testing.T) {
 	}
 	if cfg.Environment.CPUs != 2 || cfg.Steps[0].MinRewards["tests"] != -1 {
 		t.Errorf("config = %+v (a negative reward threshold is allowed)", cfg)
+	}
+}
+
+func TestTaskConfigChoicesNamed(t *testing.T) {
+	src := "multi_step_reward_strategy = \"max\"\n[verifier]\nenvironment_mode = \"both\"\n[environment]\nos = \"plan9\"\nnetwork_mode = \"open\"\n"
+	cfg, diags := ParseTaskConfig("task.toml", []byte(src))
+	var got []string
+	for _, d := range diags {
+		got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Detail))
+	}
+	want := []string{
+		`1: multi_step_reward_strategy must be "mean" or "final", not "max".`,
+		`3: verifier.environment_mode must be "shared" or "separate", not "both".`,
+		`5: environment.os must be "linux" or "windows", not "plan9".`,
+		`6: environment.network_mode must be "public", "no-network" or "allowlist", not "open".`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if cfg.Environment.NetworkMode != "" {
+		t.Errorf("an unknown network_mode is kept as %q", cfg.Environment.NetworkMode)
 	}
 }
