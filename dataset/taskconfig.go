@@ -335,11 +335,7 @@ func (d *tomlDecoder) taskConfig(doc map[string]any) *TaskConfig {
 	if cfg.SchemaVersion == "" {
 		cfg.SchemaVersion = cfg.Version // Harbor renames the legacy key
 	}
-	switch cfg.MultiStepRewardStrategy {
-	case "", "mean", "final":
-	default:
-		d.errorAt("multi_step_reward_strategy", fmt.Sprintf("multi_step_reward_strategy must be \"mean\" or \"final\", not %q.", cfg.MultiStepRewardStrategy))
-	}
+	root.oneOf("multi_step_reward_strategy", cfg.MultiStepRewardStrategy, "mean", "final")
 	if t := root.sub("task"); t != nil {
 		cfg.Task = d.packageInfo(t)
 	}
@@ -417,11 +413,7 @@ func (d *tomlDecoder) verifier(t *table) *VerifierConfig {
 		NetworkMode:     d.networkMode(t, "network_mode"),
 		AllowedHosts:    t.strings("allowed_hosts"),
 	}
-	switch v.EnvironmentMode {
-	case "", "shared", "separate":
-	default:
-		d.errorAt(t.keyPath("environment_mode"), fmt.Sprintf("%s must be \"shared\" or \"separate\", not %q.", t.keyPath("environment_mode"), v.EnvironmentMode))
-	}
+	t.oneOf("environment_mode", v.EnvironmentMode, "shared", "separate")
 	if e := t.sub("environment"); e != nil {
 		v.Environment = d.environment(e)
 		if v.EnvironmentMode == "" {
@@ -458,11 +450,7 @@ func (d *tomlDecoder) environment(t *table) *EnvConfig {
 		Env:             t.stringMap("env"),
 		BuildTimeoutSec: t.float("build_timeout_sec"),
 	}
-	switch e.OS {
-	case "", "linux", "windows":
-	default:
-		d.errorAt(t.keyPath("os"), fmt.Sprintf("%s must be \"linux\" or \"windows\", not %q.", t.keyPath("os"), e.OS))
-	}
+	t.oneOf("os", e.OS, "linux", "windows")
 	// The legacy size strings win over the _mb keys, as in Harbor.
 	if mb, ok := d.legacySize(t, "memory"); ok {
 		e.MemoryMB = mb
@@ -507,12 +495,26 @@ func (d *tomlDecoder) healthcheck(t *table) *Healthcheck {
 
 func (d *tomlDecoder) networkMode(t *table, key string) string {
 	s := t.str(key)
-	switch s {
-	case "", "public", "no-network", "allowlist":
-		return s
+	if !t.oneOf(key, s, "public", "no-network", "allowlist") {
+		return ""
 	}
-	d.errorAt(t.keyPath(key), fmt.Sprintf("%s must be \"public\", \"no-network\" or \"allowlist\", not %q.", t.keyPath(key), s))
-	return ""
+	return s
+}
+
+// oneOf reports the value s read from key unless it is unset ("") or one of
+// allowed.
+func (t *table) oneOf(key, s string, allowed ...string) bool {
+	if s == "" || slices.Contains(allowed, s) {
+		return true
+	}
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = strconv.Quote(a)
+	}
+	last := len(quoted) - 1
+	list := strings.Join(quoted[:last], ", ") + " or " + quoted[last]
+	t.d.errorAt(t.keyPath(key), fmt.Sprintf("%s must be %s, not %q.", t.keyPath(key), list, s))
+	return false
 }
 
 // legacySize reads Harbor's older `memory = "2G"` form into MiB.
