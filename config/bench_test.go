@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/internal/cputime"
 )
 
 var (
@@ -75,7 +76,7 @@ eval "big" {
 func BenchmarkLoad10kTasks(b *testing.B) {
 	dir := tenKTasksDir(b)
 	b.ResetTimer()
-	cpu0, loads := processCPU(), 0
+	cpu0, loads := cputime.Process(), 0
 	for b.Loop() {
 		loads++
 		cfg, diags := Load(dir, LoadOptions{})
@@ -86,7 +87,7 @@ func BenchmarkLoad10kTasks(b *testing.B) {
 			b.Fatalf("loaded %d tasks", n)
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(loads), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(loads), "cpu-ms/op")
 }
 
 // BenchmarkLoadManyBlocks measures the language itself, without tasks:
@@ -108,7 +109,7 @@ func BenchmarkLoadManyBlocks(b *testing.B) {
 	}
 	// harness.h999 refers to h0, closing a cycle through all harnesses:
 	// the benchmark includes finding and reporting it.
-	cpu0, loads := processCPU(), 0
+	cpu0, loads := cputime.Process(), 0
 	for b.Loop() {
 		loads++
 		_, diags := Load(dir, LoadOptions{})
@@ -116,5 +117,5 @@ func BenchmarkLoadManyBlocks(b *testing.B) {
 			b.Fatalf("want the one cycle diagnostic, got %d", len(diags))
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(loads), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(loads), "cpu-ms/op")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hemra-dev/hemra/internal/cputime"
 )
 
 var (
@@ -46,14 +48,14 @@ func bench10k(b *testing.B) string {
 func BenchmarkLoadDir10k(b *testing.B) {
 	dir := bench10k(b)
 	b.ReportAllocs()
-	start := processCPU()
+	start := cputime.Process()
 	for b.Loop() {
 		tasks, diags := LoadDir(dir, LoadOptions{})
 		if diags.HasErrors() || len(tasks) != 10000 {
 			b.Fatalf("loaded %d tasks, diagnostics: %v", len(tasks), diags)
 		}
 	}
-	if cpu := processCPU() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	}
 }
@@ -107,7 +109,7 @@ func BenchmarkLoadDir10kHashCache(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := processCPU()
+	start := cputime.Process()
 	for b.Loop() {
 		hc := OpenHashCache(path)
 		tasks, diags := LoadDir(dir, LoadOptions{HashCache: hc})
@@ -118,7 +120,7 @@ func BenchmarkLoadDir10kHashCache(b *testing.B) {
 			b.Fatal("the cache missed unchanged files")
 		}
 	}
-	if cpu := processCPU() - start; cpu > 0 {
+	if cpu := cputime.Process() - start; cpu > 0 {
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 	}
 }

@@ -3,10 +3,9 @@ package state_test
 import (
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/hemra-dev/hemra/internal/cputime"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -63,7 +62,7 @@ func BenchmarkForEachCurrent100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := cputime.Process()
 	for b.Loop() {
 		n := 0
 		if err := r.ForEachCurrent(func(string, state.Current) error { n++; return nil }); err != nil {
@@ -75,14 +74,7 @@ func BenchmarkForEachCurrent100k(b *testing.B) {
 	}
 	// CPU time is what the walk costs on a machine shared with other work,
 	// where wall time mostly measures the others.
-	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the user and system time this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputime.Process()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkAddAttempts10k is one bulk transaction of 10,000 attempts into a
