@@ -629,15 +629,7 @@ func (l *loader) decodeEval(n *node) {
 		if len(names) == 0 {
 			d.errorValue(d.attr("harnesses"), "Eval names no harness", "harnesses must list at least one harness, like [harness.oracle].")
 		}
-		seen := map[string]bool{}
-		for i, name := range names {
-			if seen[name] {
-				d.errorElem(d.attr("harnesses"), i, "Duplicate harness", fmt.Sprintf("harness.%s is listed twice; use attempts to run it more than once.", name))
-				continue
-			}
-			seen[name] = true
-			e.Harnesses = append(e.Harnesses, l.cfg.Harnesses[name])
-		}
+		e.Harnesses = distinct(d, "harnesses", names, l.cfg.Harnesses, "Duplicate harness", "harness.%s is listed twice; use attempts to run it more than once.")
 	}
 	if v, ok := d.integer("attempts", 1); ok {
 		e.Attempts = int(v)
@@ -646,15 +638,7 @@ func (l *loader) decodeEval(n *node) {
 		e.Verifier = l.cfg.Verifiers[name]
 	}
 	if names, ok := d.refs("judges", blockJudge, "judge.quality"); ok {
-		seen := map[string]bool{}
-		for i, name := range names {
-			if seen[name] {
-				d.errorElem(d.attr("judges"), i, "Duplicate judge", fmt.Sprintf("judge.%s is listed twice.", name))
-				continue
-			}
-			seen[name] = true
-			e.Judges = append(e.Judges, l.cfg.Judges[name])
-		}
+		e.Judges = distinct(d, "judges", names, l.cfg.Judges, "Duplicate judge", "judge.%s is listed twice.")
 	}
 	if caps, ok := d.strList("require"); ok {
 		var all []string
@@ -674,6 +658,23 @@ func (l *loader) decodeEval(n *node) {
 			}
 		}
 	}
+}
+
+// distinct looks up the blocks an eval's list attribute names, in order,
+// reporting each name listed again (detail formats the name) and keeping
+// only its first mention.
+func distinct[T any](d *attrDecoder, attr string, names []string, blocks map[string]*T, summary, detail string) []*T {
+	var out []*T
+	seen := map[string]bool{}
+	for i, name := range names {
+		if seen[name] {
+			d.errorElem(d.attr(attr), i, summary, fmt.Sprintf(detail, name))
+			continue
+		}
+		seen[name] = true
+		out = append(out, blocks[name])
+	}
+	return out
 }
 
 func attrRanges(attrs hcl.Attributes) map[string]hcl.Range {
