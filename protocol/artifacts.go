@@ -30,15 +30,9 @@ type ArtifactLimits struct {
 }
 
 func (l ArtifactLimits) withDefaults() ArtifactLimits {
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = DefaultMaxArtifactFileBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = DefaultMaxArtifactTotalBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = DefaultMaxArtifactFiles
-	}
+	orDefault(&l.MaxFileBytes, DefaultMaxArtifactFileBytes)
+	orDefault(&l.MaxTotalBytes, DefaultMaxArtifactTotalBytes)
+	orDefault(&l.MaxFiles, DefaultMaxArtifactFiles)
 	return l
 }
 

@@ -66,25 +66,20 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if o.Deadline <= 0 {
-		o.Deadline = DefaultDeadline
-	}
-	if o.CancelGrace <= 0 {
-		o.CancelGrace = DefaultCancelGrace
-	}
-	if o.MaxLineBytes <= 0 {
-		o.MaxLineBytes = DefaultMaxLineBytes
-	}
-	if o.MaxEventBytes <= 0 {
-		o.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if o.StderrTailBytes <= 0 {
-		o.StderrTailBytes = DefaultStderrTailBytes
-	}
+	orDefault(&o.HandshakeTimeout, DefaultHandshakeTimeout)
+	orDefault(&o.Deadline, DefaultDeadline)
+	orDefault(&o.CancelGrace, DefaultCancelGrace)
+	orDefault(&o.MaxLineBytes, DefaultMaxLineBytes)
+	orDefault(&o.MaxEventBytes, DefaultMaxEventBytes)
+	orDefault(&o.StderrTailBytes, DefaultStderrTailBytes)
 	return o
+}
+
+// orDefault gives a limit left at zero (or set below it) its default.
+func orDefault[T ~int | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // LogRecord is one line of an attempt's event log.
