@@ -46,6 +46,16 @@ func (v *View) bucket(name []byte) *bolt.Bucket {
 	return v.tx.Bucket(name)
 }
 
+// get is the value at key in the bucket, nil when either is missing. It
+// lives only as long as the transaction: decode it before returning.
+func (v *View) get(bucket []byte, key string) []byte {
+	b := v.bucket(bucket)
+	if b == nil {
+		return nil
+	}
+	return b.Get([]byte(key))
+}
+
 // checkFormat refuses a state.db this hemra cannot read.
 func (v *View) checkFormat() error {
 	if v.tx == nil {
@@ -118,11 +128,7 @@ func (v *View) ForEachCurrent(fn func(addr string, c Current) error) error {
 // Current is the summary of addr's current attempt; false when the state
 // has none.
 func (v *View) Current(addr string) (Current, bool, error) {
-	b := v.bucket(bucketCurrent)
-	if b == nil {
-		return Current{}, false, nil
-	}
-	val := b.Get([]byte(addr))
+	val := v.get(bucketCurrent, addr)
 	if val == nil {
 		return Current{}, false, nil
 	}
@@ -135,11 +141,7 @@ func (v *View) Current(addr string) (Current, bool, error) {
 
 // Attempt is the attempt with this id.
 func (v *View) Attempt(id string) (*Attempt, error) {
-	b := v.bucket(bucketAttempts)
-	var val []byte
-	if b != nil {
-		val = b.Get([]byte(id))
-	}
+	val := v.get(bucketAttempts, id)
 	if val == nil {
 		return nil, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
 	}
@@ -191,11 +193,7 @@ func (v *View) prefixIDs(bucket []byte, prefix string) []string {
 
 // Run is the apply run with this id, with the ids of its attempts.
 func (v *View) Run(id string) (*Run, error) {
-	b := v.bucket(bucketRuns)
-	var val []byte
-	if b != nil {
-		val = b.Get([]byte(id))
-	}
+	val := v.get(bucketRuns, id)
 	if val == nil {
 		return nil, fmt.Errorf("run %q: %w", id, ErrNotFound)
 	}
