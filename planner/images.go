@@ -84,10 +84,12 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 	p := newPlanner(cfg, nil, Options{})
 	uses := map[string]*ImageUse{}
 	users := map[string]map[string]bool{}
-	add := func(ref, by string, rng *hcl.Range) {
+	// rng is called for a reference's first use only: the range of a
+	// task's file costs a lookup, and 20,000 tasks share a few images.
+	add := func(ref, by string, rng func() *hcl.Range) {
 		u := uses[ref]
 		if u == nil {
-			u = &ImageUse{Reference: ref, Range: rng}
+			u = &ImageUse{Reference: ref, Range: rng()}
 			uses[ref] = u
 			users[ref] = map[string]bool{}
 		}
@@ -101,7 +103,7 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		for _, h := range sortedHarnesses(e) {
 			s, sb := sandboxOf(h)
 			if sb != nil && sb.Image != "" && s.Kind != config.KindLocal && s.Kind != config.KindSprites {
-				add(sb.Image, "sandbox."+sb.Name, rangeOf(sb.Attrs, "image", sb.DeclRange))
+				add(sb.Image, "sandbox."+sb.Name, func() *hcl.Range { return rangeOf(sb.Attrs, "image", sb.DeclRange) })
 			}
 			taskImages = taskImages || usesTaskImage(h, s, sb)
 		}
@@ -113,7 +115,7 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		by := "dataset." + e.Dataset.Name
 		for _, t := range e.Dataset.Tasks {
 			for _, ref := range p.taskImageRefs(t) {
-				add(ref.ref, by, ref.rangeIn(p, t))
+				add(ref.ref, by, func() *hcl.Range { return ref.rangeIn(p, t) })
 			}
 		}
 	}

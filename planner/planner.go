@@ -194,7 +194,9 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	all := p.expand(evals)
 	// The config hash covers every declared attempt, targeted or not, so
 	// that a saved -target plan matches a fresh plan made without -target.
-	configHash := ConfigHash(p.cfg, all)
+	// Computed beside the merge below, which reads the state on one CPU.
+	configHash := make(chan string, 1)
+	go func() { configHash <- ConfigHash(p.cfg, all) }()
 	decl := all
 	if len(p.opts.Targets) > 0 {
 		decl = nil
@@ -293,7 +295,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	plan.Images = p.imageList(plan)
 	p.patternNotes(plan)
 	plan.Notes = append(plan.Notes, p.notes...)
-	plan.ConfigHash = configHash
+	plan.ConfigHash = <-configHash
 	return plan, p.diags
 }
 
