@@ -202,14 +202,17 @@ type session struct {
 
 	seq int
 
-	helloSeen  bool
-	resultSeen bool
-	failed     bool // a protocol or infrastructure error ended the session early
-	stage      int  // 0, then 1 cancel, 2 terminate, 3 kill
+	failed bool // a protocol or infrastructure error ended the session early
+	stage  int  // 0, then 1 cancel, 2 terminate, 3 kill
 
 	escalate   *time.Timer
 	sendCancel func(reason string) // set by run once the writer is up
 }
+
+// helloSeen and resultSeen say how far the harness got: its hello and
+// result are kept in the outcome as they arrive.
+func (s *session) helloSeen() bool  { return s.out.Hello != nil }
+func (s *session) resultSeen() bool { return s.out.Result != nil }
 
 type lineItem struct {
 	line []byte
@@ -343,7 +346,7 @@ loop:
 			if !ok {
 				stdoutEOF = true
 				lines = nil
-				if !s.resultSeen && !s.failed && !exited {
+				if !s.resultSeen() && !s.failed && !exited {
 					afterEOF = time.NewTimer(min(s.opts.CancelGrace, time.Second))
 				}
 				continue
@@ -362,7 +365,7 @@ loop:
 				continue
 			}
 			s.handleLine(it.line, deadlineAt, send, closeStdin, handshake, deadline)
-			if s.resultSeen && afterResult == nil {
+			if s.resultSeen() && afterResult == nil {
 				afterResult = time.NewTimer(s.opts.CancelGrace)
 			}
 
@@ -376,19 +379,19 @@ loop:
 			}
 
 		case <-handshake.C:
-			if !s.helloSeen && !s.failed && !exited {
+			if !s.helloSeen() && !s.failed && !exited {
 				s.protocolError(fmt.Sprintf("the harness sent no hello within %s", s.opts.HandshakeTimeout))
 			}
 
 		case <-deadline.C:
-			if !s.resultSeen && !s.failed && !exited {
+			if !s.resultSeen() && !s.failed && !exited {
 				s.fail(state.ClassAgentTimeout, fmt.Sprintf("the harness did not finish within its %s deadline", s.opts.Deadline))
 				s.stopGracefully("deadline reached")
 			}
 
 		case <-ctxDone:
 			ctxDone = nil
-			if !s.resultSeen && !s.failed && !exited {
+			if !s.resultSeen() && !s.failed && !exited {
 				s.fail(state.ClassInterrupted, "interrupted: "+causeText(s.ctx))
 				s.stopGracefully("interrupted by the operator")
 			}
@@ -399,7 +402,7 @@ loop:
 			}
 
 		case <-timerC(afterEOF):
-			if !exited && !s.failed && !s.resultSeen {
+			if !exited && !s.failed && !s.resultSeen() {
 				s.protocolError("the harness closed its stdout without sending a result")
 			}
 
@@ -441,11 +444,11 @@ loop:
 		}
 	}
 
-	if !s.resultSeen && s.out.Class == "" {
+	if !s.resultSeen() && s.out.Class == "" {
 		switch {
 		case exit.err != nil:
 			s.fail(state.ClassInfraError, "waiting for the harness: "+exit.err.Error())
-		case !s.helloSeen:
+		case !s.helloSeen():
 			s.fail(state.ClassProtocolError, fmt.Sprintf("the harness exited with code %d before sending its hello%s", exit.code, s.stderrHint()))
 		default:
 			s.fail(state.ClassProtocolError, fmt.Sprintf("the harness exited with code %d without sending a result%s", exit.code, s.stderrHint()))
@@ -462,13 +465,13 @@ func (s *session) stopGracefully(reason string) {
 	if s.stage >= 1 {
 		return
 	}
-	if !s.helloSeen {
+	if !s.helloSeen() {
 		s.stopNow()
 		return
 	}
 	s.stage = 1
 	s.out.Stopped = StoppedCancel
-	if s.helloSeen && s.sendCancel != nil {
+	if s.helloSeen() && s.sendCancel != nil {
 		s.sendCancel(reason)
 	}
 	s.escalate.Reset(s.opts.CancelGrace)
@@ -488,7 +491,7 @@ func (s *session) stopNow() {
 func (s *session) handleLine(line []byte, deadlineAt time.Time, send func(any), closeStdin func(), handshake, deadline *time.Timer) {
 	s.trace.line("← ", line)
 	n := s.out.Lines + 1
-	if s.helloSeen {
+	if s.helloSeen() {
 		s.out.EventBytes += int64(len(line))
 		if s.out.EventBytes > s.opts.MaxEventBytes {
 			s.protocolError(fmt.Sprintf("the harness sent more than %s of events (line %d)", formatBytes(s.opts.MaxEventBytes), n))
@@ -504,11 +507,11 @@ func (s *session) handleLine(line []byte, deadlineAt time.Time, send func(any), 
 		s.protocolError(fmt.Sprintf("line %d from the harness is not valid JSON (%s): %s", n, jsonProblem(err), clip(line, 80)))
 		return
 	}
-	if s.resultSeen {
+	if s.resultSeen() {
 		s.protocolError(fmt.Sprintf("the harness sent a %q message after its result (line %d)", env.Type, n))
 		return
 	}
-	if !s.helloSeen {
+	if !s.helloSeen() {
 		if env.Type != wire.TypeHello {
 			s.protocolError(fmt.Sprintf("the harness's first line must be a hello, got %s", describeType(env.Type)))
 			return
@@ -525,7 +528,6 @@ func (s *session) handleLine(line []byte, deadlineAt time.Time, send func(any), 
 		if !s.log(line) {
 			return
 		}
-		s.helloSeen = true
 		s.out.Hello = &h
 		handshake.Stop()
 		start := s.start
@@ -564,7 +566,6 @@ func (s *session) handleLine(line []byte, deadlineAt time.Time, send func(any), 
 		if !s.log(line) {
 			return
 		}
-		s.resultSeen = true
 		s.out.Result = &r
 		deadline.Stop()
 		closeStdin()
