@@ -133,7 +133,7 @@ type taskReader struct {
 	direntBuf []byte // getdents buffer (Linux)
 	nameBuf   []byte // NUL-terminated file name for openat (Linux)
 
-	// The hash cache, when used (see cache.go's methods below): cur is
+	// The hash cache, when used (hashcache.go; the methods below use it): cur is
 	// the current task folder's recorded entries, recs what this load
 	// found (from the cache or from disk), allHit whether every lookup
 	// matched. Files or folders modified at or after notAfter are not
