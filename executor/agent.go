@@ -62,6 +62,8 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		Env:       j.env,
 		// The stage runs one command at most (the harness, solve.sh).
 		OneCommand: true,
+		// A Harbor task's verifier starts from a snapshot (see below).
+		WillSnapshot: j.task.Kind != "jsonl",
 	}
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {

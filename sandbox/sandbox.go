@@ -106,6 +106,11 @@ type Spec struct {
 	// first (docker: no sleep, no exec). Calls outside that order still
 	// work; a second Exec may not.
 	OneCommand bool
+	// WillSnapshot says the caller will Snapshot the instance. A provider
+	// may then keep what the command writes where one snapshot captures it
+	// (docker: the log folders in the container's filesystem rather than
+	// bound host folders, so one commit is the whole snapshot).
+	WillSnapshot bool
 }
 
 // Provider is one sandbox kind.

@@ -473,11 +473,20 @@ func (pr *process) sessionID() int {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
-		// The leader may be gone already; every process signalled is
-		// checked to be in this container's cgroup.
-		if err == nil && insp.Pid > 0 {
-			pr.pid = insp.Pid
+		// The engine records the exec's pid a moment after the process
+		// starts (it may have written output already): ask again while it
+		// runs without one, for at most a second.
+		for i := 0; i < 100; i++ {
+			insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
+			// The leader may be gone already; every process signalled is
+			// checked to be in this container's cgroup.
+			if err != nil || insp.Pid > 0 || !insp.Running {
+				if err == nil {
+					pr.pid = insp.Pid
+				}
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	return pr.pid

@@ -146,3 +146,33 @@ func TestOneCommandReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// An agent that will be snapshotted keeps its log folders in the
+// container: they are read back, and the verifier on the snapshot (one
+// commit) sees them.
+func TestWillSnapshotKeepsTheLogsInTheSnapshot(t *testing.T) {
+	_, p, img := engine(t)
+	s := hardened(img)
+	s.User = "1000:1000"
+	in := start(t, p, sandbox.Spec{Settings: s, Role: "agent", OneCommand: true, WillSnapshot: true, Workspace: t.TempDir()})
+	if got := run(t, in, sh(`echo log > /logs/agent/a.txt && echo art > /logs/artifacts/b.txt && echo w > /app/c.txt && id -u`), ""); got.stdout != "1000\n" {
+		t.Fatalf("agent: %+v", got)
+	}
+	ref, err := in.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.RemoveSnapshot(context.Background(), ref)
+	dst := filepath.Join(t.TempDir(), "artifacts")
+	if err := in.Download(context.Background(), "/logs/artifacts", dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "b.txt")); string(b) != "art\n" {
+		t.Errorf("artifact: %q", b)
+	}
+	v := start(t, p, sandbox.Spec{Settings: s, Role: "verifier", Snapshot: ref, OneCommand: true, Workspace: t.TempDir()})
+	got := run(t, v, sh(`cat /logs/agent/a.txt /logs/artifacts/b.txt /app/c.txt && echo 1 > /logs/verifier/reward.txt`), "")
+	if got.stdout != "log\nart\nw\n" || got.code != 0 {
+		t.Errorf("the verifier saw %+v", got)
+	}
+}

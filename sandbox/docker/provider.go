@@ -199,9 +199,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	if err := p.Validate(s); err != nil {
 		return nil, err
 	}
-	img, err := p.imageFor(ctx, s)
-	if err != nil {
-		return nil, err
+	img := s.Image
+	if spec.Snapshot == "" {
+		// A snapshot is an image this provider committed: it is there, or
+		// creating the container says it is gone.
+		var err error
+		if img, err = p.imageFor(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 
 	paths := PathsFor(s)
@@ -254,9 +259,12 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	// operator, who is the container's user by default) nor to read back.
 	// A verifier started from a snapshot binds only its own /logs/verifier
 	// and sees the agent's logs and artifacts as the snapshot holds them.
+	// An instance that will be snapshotted binds none: a commit does not
+	// capture bound folders, and copying them in would take a second
+	// container and a second commit.
 	binds := map[string]string{}
 	var hostDir string
-	if p.local() {
+	if p.local() && !spec.WillSnapshot {
 		var err error
 		hostDir, err = bindDir(spec.Workspace, role)
 		if err != nil {
