@@ -80,9 +80,12 @@ const (
 type group struct {
 	name   string
 	inputs []state.Input
-	n      int // len(inputs) before compaction
-	sum    [sha256.Size]byte
+	n      int   // len(inputs) before compaction
+	hex    fpHex // the hash, in hex as fingerprints list it
 }
+
+// setSum records the group's hash.
+func (g *group) setSum(sum []byte) { hex.Encode(g.hex[:], sum) }
 
 func newGroup(name string, inputs []state.Input) *group {
 	slices.SortFunc(inputs, func(a, b state.Input) int {
@@ -101,7 +104,8 @@ func newGroup(name string, inputs []state.Input) *group {
 		buf = append(buf, '\n')
 		h.Write(buf)
 	}
-	h.Sum(g.sum[:0])
+	var sum [sha256.Size]byte
+	g.setSum(h.Sum(sum[:0]))
 	return g
 }
 
@@ -119,7 +123,7 @@ func fingerprint(stage string, groups ...*group) fpHex {
 		}
 		buf = append(buf, g.name...)
 		buf = append(buf, ' ')
-		buf = hex.AppendEncode(buf, g.sum[:])
+		buf = append(buf, g.hex[:]...)
 		buf = append(buf, '\n')
 	}
 	sum := sha256.Sum256(buf)
@@ -146,7 +150,9 @@ func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2 *group) fpH
 	b = append(b, 0)
 	b = append(b, prev[:]...)
 	b = append(b, '\n')
-	chain := group{name: "chain", n: 1, sum: sha256.Sum256(b)}
+	sum := sha256.Sum256(b)
+	chain := group{name: "chain", n: 1}
+	chain.setSum(sum[:])
 	return fingerprint(stage, &chain, g1, g2)
 }
 
@@ -335,7 +341,8 @@ func groupOfLines(name, stage string, lines []line, keep bool) *group {
 	for i := range lines {
 		h.Write(lines[i].text)
 	}
-	h.Sum(g.sum[:0])
+	var sum [sha256.Size]byte
+	g.setSum(h.Sum(sum[:0]))
 	if keep {
 		g.inputs = inputsOf(stage, lines)
 	}

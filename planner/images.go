@@ -112,9 +112,14 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		}
 		// Task images are used by the dataset's tasks: naming every task
 		// would list thousands; the range names the task's file.
+		// The tasks' references are listed on every CPU, then added in
+		// task order.
 		by := "dataset." + e.Dataset.Name
-		for _, t := range e.Dataset.Tasks {
-			for _, ref := range p.taskImageRefs(t) {
+		tasks := e.Dataset.Tasks
+		refs := make([][]fromLine, len(tasks))
+		parallel(len(tasks), func(i int) { refs[i] = p.taskImageRefs(tasks[i]) })
+		for i, t := range tasks {
+			for _, ref := range refs[i] {
 				add(ref.ref, by, func() *hcl.Range { return ref.rangeIn(p, t) })
 			}
 		}
@@ -125,7 +130,16 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		out = append(out, *u)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Reference < out[j].Reference })
+	// Warnings came from every CPU: order them by file.
+	sort.SliceStable(p.diags, func(i, j int) bool { return diagFile(p.diags[i]) < diagFile(p.diags[j]) })
 	return out, p.diags
+}
+
+func diagFile(d *hcl.Diagnostic) string {
+	if d.Subject == nil {
+		return ""
+	}
+	return d.Subject.Filename
 }
 
 // ResolveImages resolves every use: a digest in the reference first, then

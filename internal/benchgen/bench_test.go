@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/internal/benchgen"
+	"github.com/hemra-dev/hemra/internal/cputime"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -67,6 +69,7 @@ func fixture(b *testing.B) string {
 func BenchmarkNoopPlan100k(b *testing.B) {
 	dir := fixture(b)
 	b.ResetTimer()
+	cpu0, plans := cputime.Process(), 0
 	for b.Loop() {
 		p, _, err := benchgen.Plan(dir, filepath.Join(dir, ".hemra"))
 		if err != nil {
@@ -75,7 +78,11 @@ func BenchmarkNoopPlan100k(b *testing.B) {
 		if p.Summary.Changes() || p.Summary.Unchanged != benchTasks()*benchgen.Harnesses {
 			b.Fatalf("not a no-op plan: %+v", p.Summary)
 		}
+		plans++
 	}
+	// CPU time (user + system, both CPUs together) is far less inflated
+	// than ns/op by other work on the machine.
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(plans), "cpu-ms/op")
 }
 
 // BenchmarkColdPlan is the first plan of the same directory: an empty
