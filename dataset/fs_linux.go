@@ -41,11 +41,26 @@ func statOf(s *unix.Stat_t, st *fileStat) {
 	*st = fileStat{size: s.Size, mtime: s.Mtim.Nano(), ctime: s.Ctim.Nano(), ino: uint64(s.Ino), dev: uint64(s.Dev), mode: s.Mode}
 }
 
-// statAt stats name in d without following a link.
+// statAt stats name in d without following a link. A load with the hash
+// cache stats every file of the dataset, so the name is copied into a
+// buffer the reader reuses rather than into a C string per call
+// (unix.Fstatat), where the architecture's fstatat(2) is known.
 func (r *taskReader) statAt(d dirRef, name string, st *fileStat) error {
 	var s unix.Stat_t
-	if err := unix.Fstatat(d.fd, d.prefix+name, &s, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
+	if sysFstatat == 0 {
+		if err := unix.Fstatat(d.fd, d.prefix+name, &s, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		statOf(&s, st)
+		return nil
+	}
+	if strings.IndexByte(name, 0) >= 0 || strings.IndexByte(d.prefix, 0) >= 0 {
+		return unix.EINVAL
+	}
+	r.nameBuf = append(append(append(r.nameBuf[:0], d.prefix...), name...), 0)
+	_, _, errno := syscall.Syscall6(sysFstatat, uintptr(d.fd), uintptr(unsafe.Pointer(&r.nameBuf[0])), uintptr(unsafe.Pointer(&s)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	if errno != 0 {
+		return errno
 	}
 	statOf(&s, st)
 	return nil

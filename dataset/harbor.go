@@ -82,6 +82,15 @@ func loadDir(dir, display string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
 		}
 	}
 
+	// With the hash cache, task folders whose listing it holds are
+	// reached through the dataset folder's descriptor, never opened.
+	var base *dirRef
+	if opts.HashCache != nil && cacheSupported {
+		if d, err := openDir(abs); err == nil {
+			defer d.close()
+			base = &d
+		}
+	}
 	start := time.Now()
 	results := make([]taskResult, len(names))
 	workers := opts.Workers
@@ -97,6 +106,7 @@ func loadDir(dir, display string, opts LoadOptions) ([]*Task, hcl.Diagnostics) {
 			defer wg.Done()
 			r := newTaskReader()
 			r.useCache(opts.HashCache, start)
+			r.base = base
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(names) {
@@ -141,6 +151,7 @@ type taskReader struct {
 	cache    *HashCache
 	notAfter int64
 	root     string
+	base     *dirRef // the dataset folder, open (nil: none)
 	group    cacheGroup
 	cur      []cacheEntry
 	recs     []cacheEntry
@@ -331,11 +342,14 @@ func keepContent(rel string) bool {
 func (r *taskReader) load(dir, display, name string) taskResult {
 	r.beginTask(dir)
 	defer r.endTask()
-	root, err := openDir(dir)
-	var entries []dirEntry
-	if err == nil {
-		defer root.close()
-		entries, err = r.listRoot(root)
+	root, entries, cached := r.cachedRoot(dir, name)
+	var err error
+	if !cached {
+		root, err = openDir(dir)
+		if err == nil {
+			defer root.close()
+			entries, err = r.listRoot(root)
+		}
 	}
 	if err != nil {
 		return taskResult{diags: hcl.Diagnostics{{
@@ -492,6 +506,28 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		res.task = nil
 	}
 	return res
+}
+
+// cachedRoot reaches the task folder name through the dataset folder
+// without opening it, when the hash cache holds its listing and its stat
+// still matches: one stat instead of open, stat and close per task. A
+// folder given as a link is opened as before (its stat is the link's).
+func (r *taskReader) cachedRoot(dir, name string) (dirRef, []dirEntry, bool) {
+	if r.cache == nil || r.base == nil {
+		return dirRef{}, nil, false
+	}
+	e := r.find("")
+	if e == nil {
+		return dirRef{}, nil, false
+	}
+	var st fileStat
+	if err := r.statAt(*r.base, name, &st); err != nil || !st.isDir() || !r.cache.valid(e, kindDir, &st) {
+		return dirRef{}, nil, false
+	}
+	r.hit(e)
+	root := r.base.unopened(name)
+	root.path = dir
+	return root, e.dir, true
 }
 
 // listRoot lists a task folder, from the hash cache when its stat still

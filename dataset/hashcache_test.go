@@ -265,3 +265,32 @@ func TestHashCacheTwoDatasetsOverOneFolder(t *testing.T) {
 		}
 	}
 }
+
+// A task folder whose listing the cache holds is not opened: a folder
+// swapped for another (same name, another inode) or for a link must
+// still be read afresh.
+func TestHashCacheSeesATaskFolderSwapped(t *testing.T) {
+	dir, path := cacheFixture(t)
+	settle(t, dir, path)
+	waitTick(t, dir)
+	// gamma becomes a copy of beta (a new folder, same name)...
+	must(t, os.Rename(filepath.Join(dir, "gamma"), filepath.Join(t.TempDir(), "gamma")))
+	must(t, os.CopyFS(filepath.Join(dir, "gamma"), os.DirFS(filepath.Join(dir, "beta"))))
+	// ...and alpha a link to a folder outside the dataset holding beta's
+	// files too.
+	elsewhere := filepath.Join(t.TempDir(), "alpha")
+	must(t, os.CopyFS(elsewhere, os.DirFS(filepath.Join(dir, "beta"))))
+	must(t, os.RemoveAll(filepath.Join(dir, "alpha")))
+	must(t, os.Symlink(elsewhere, filepath.Join(dir, "alpha")))
+
+	got, changed := loadWith(t, dir, path)
+	if !changed {
+		t.Fatal("the swapped folders were taken from the cache")
+	}
+	sameTasks(t, got, loadPlain(t, dir))
+	for _, i := range []int{0, 2} {
+		if string(got[i].Dockerfile) != "FROM python:3.12-slim\n" {
+			t.Fatalf("%s: Dockerfile %q, want beta's", got[i].Name, got[i].Dockerfile)
+		}
+	}
+}
