@@ -295,6 +295,11 @@ func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
 	if !t.HasDockerfile() {
 		return out
 	}
+	if t.Dockerfile != nil {
+		// Kept by the loader: parsing its few lines costs less than the
+		// shared cache (a lock every worker takes).
+		return append(out, parseFrom(t.Dockerfile)...)
+	}
 	var sha string
 	for _, f := range t.Environment {
 		if f.Path == "environment/Dockerfile" {
@@ -304,10 +309,7 @@ func (p *planner) taskImageRefs(t *dataset.Task) []fromLine {
 	if froms, ok := fromCache.get(sha); ok {
 		return append(out, froms...)
 	}
-	data, err := t.Dockerfile, error(nil)
-	if data == nil {
-		data, err = os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
-	}
+	data, err := os.ReadFile(filepath.Join(t.Dir, "environment", "Dockerfile"))
 	if err != nil {
 		name := p.taskFile(t, "environment/Dockerfile")
 		p.addDiag(&hcl.Diagnostic{
@@ -418,7 +420,10 @@ func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *con
 		return
 	}
 	refs := p.taskImageRefs(t)
-	from := map[string]string{}
+	var from map[string]string // pinned references, for a manifest's build
+	if !hashOnly {
+		from = map[string]string{}
+	}
 	for _, r := range refs {
 		d, ok := p.resolve(r.ref, by, func() *hcl.Range { return r.rangeIn(p, t) })
 		if !ok {
