@@ -228,42 +228,7 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	if !slices.IsSortedFunc(byAddress, byAddr) {
 		slices.SortFunc(byAddress, byAddr)
 	}
-	var orphans []*PlannedAttempt
-	var errs []error
-	next, last := 0, ""
-	var addrMap map[string]*declared
-	err = p.prior.ForEachCurrent(func(addr string, c state.Current) error {
-		var d *declared
-		if addrMap == nil && addr < last {
-			addrMap = make(map[string]*declared, len(byAddress))
-			for _, d := range byAddress {
-				addrMap[d.pa.Address] = d
-			}
-		}
-		last = addr
-		if addrMap != nil {
-			d = addrMap[addr]
-		} else {
-			for next < len(byAddress) && byAddress[next].pa.Address < addr {
-				next++
-			}
-			if next < len(byAddress) && byAddress[next].pa.Address == addr {
-				d = byAddress[next]
-			}
-		}
-		if d == nil || d.seen {
-			if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
-				return nil
-			}
-			orphans = append(orphans, p.orphan(addr, c))
-			return nil
-		}
-		d.seen = true
-		if err := p.decide(d, &c); err != nil {
-			errs = append(errs, err)
-		}
-		return nil
-	})
+	orphans, errs, err := p.merge(byAddress)
 	if err != nil {
 		p.errorf(nil, "Cannot read the state", "%v", err)
 		return nil, p.diags
@@ -297,6 +262,107 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 	plan.Notes = append(plan.Notes, p.notes...)
 	plan.ConfigHash = <-configHash
 	return plan, p.diags
+}
+
+// merger joins one stretch of the declared attempts (sorted by address)
+// with the state's current attempts in that stretch, which the store
+// yields in the same order.
+type merger struct {
+	p          *planner
+	decl       []*declared // this stretch, sorted by address
+	next       int
+	last       string
+	addrMap    map[string]*declared // built if the prior yields out of order
+	orphans    []*PlannedAttempt
+	errs       []error
+	orphanLock *sync.Mutex // shared by stretches merged concurrently
+}
+
+func (m *merger) visit(addr string, c state.Current) {
+	p := m.p
+	var d *declared
+	if m.addrMap == nil && addr < m.last {
+		m.addrMap = make(map[string]*declared, len(m.decl))
+		for _, d := range m.decl {
+			m.addrMap[d.pa.Address] = d
+		}
+	}
+	m.last = addr
+	if m.addrMap != nil {
+		d = m.addrMap[addr]
+	} else {
+		for m.next < len(m.decl) && m.decl[m.next].pa.Address < addr {
+			m.next++
+		}
+		if m.next < len(m.decl) && m.decl[m.next].pa.Address == addr {
+			d = m.decl[m.next]
+		}
+	}
+	if d == nil || d.seen {
+		if len(p.opts.Targets) > 0 && !matchAny(p.opts.Targets, addr) {
+			return
+		}
+		if m.orphanLock != nil {
+			m.orphanLock.Lock()
+			defer m.orphanLock.Unlock()
+		}
+		m.orphans = append(m.orphans, p.orphan(addr, c))
+		return
+	}
+	d.seen = true
+	if err := p.decide(d, &c); err != nil {
+		m.errs = append(m.errs, err)
+	}
+}
+
+// splitReader is implemented by *state.Store: the current attempts read
+// in address ranges, one goroutine each.
+type splitReader interface {
+	ForEachCurrentSplit(bounds []string, fn func(part int, addr string, c state.Current) error) error
+}
+
+// splitMin is the number of declared attempts from which the state is
+// read on every CPU.
+const splitMin = 4096
+
+// merge joins the declared attempts, sorted by address, with the state's
+// current ones: decides each declared attempt the state has and lists the
+// orphans, in address order. A store big enough is read in one address
+// range per CPU, each merged with its stretch of byAddress.
+func (p *planner) merge(byAddress []*declared) ([]*PlannedAttempt, []error, error) {
+	sr, ok := p.prior.(splitReader)
+	parts := min(runtime.GOMAXPROCS(0), 8)
+	if !ok || parts < 2 || len(byAddress) < splitMin {
+		m := &merger{p: p, decl: byAddress}
+		err := p.prior.ForEachCurrent(func(addr string, c state.Current) error {
+			m.visit(addr, c)
+			return nil
+		})
+		return m.orphans, m.errs, err
+	}
+	var lock sync.Mutex
+	ms := make([]*merger, parts)
+	bounds := make([]string, parts-1)
+	start := 0
+	for i := range ms {
+		end := (i + 1) * len(byAddress) / parts
+		if i < parts-1 {
+			bounds[i] = byAddress[end].pa.Address
+		}
+		ms[i] = &merger{p: p, decl: byAddress[start:end], orphanLock: &lock}
+		start = end
+	}
+	err := sr.ForEachCurrentSplit(bounds, func(part int, addr string, c state.Current) error {
+		ms[part].visit(addr, c)
+		return nil
+	})
+	var orphans []*PlannedAttempt
+	var errs []error
+	for _, m := range ms {
+		orphans = append(orphans, m.orphans...)
+		errs = append(errs, m.errs...)
+	}
+	return orphans, errs, err
 }
 
 func (s *Summary) add(a Action) {
