@@ -439,9 +439,18 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 			}
 			var variants [4]variant
 			nv := 0
+			// One allocation for the task's attempts, one for the
+			// pointers to them.
+			ds := make([]declared, len(harnesses)*e.Attempts)
+			ptrs := make([]*declared, len(ds))
+			var addr []byte
 			for hi, h := range harnesses {
 				info := infos[hi]
-				prefix := e.Name + "/" + h.Name + "/" + t.Name + "#"
+				addr = append(addr[:0], e.Name...)
+				addr = append(append(addr, '/'), h.Name...)
+				addr = append(append(addr, '/'), t.Name...)
+				addr = append(addr, '#')
+				prefix := len(addr)
 				key := taskKey{task: t, solution: info.oracle, images: info.usesTaskImage}
 				var tinfo *taskInfo
 				for _, v := range variants[:nv] {
@@ -468,22 +477,22 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 					variants[nv] = variant{key, tinfo}
 					nv++
 				}
-				ds := make([]declared, e.Attempts)
-				ptrs := make([]*declared, e.Attempts)
+				mine := ptrs[hi*e.Attempts : (hi+1)*e.Attempts]
 				for rep := 1; rep <= e.Attempts; rep++ {
-					d := &ds[rep-1]
+					d := &ds[hi*e.Attempts+rep-1]
+					addr = strconv.AppendInt(addr[:prefix], int64(rep), 10)
 					*d = declared{
 						pa: PlannedAttempt{
-							Address: prefix + strconv.Itoa(rep), Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
+							Address: string(addr), Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
 						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
 					}
 					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
 					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], tinfo.verify, vg)
 					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil)
-					ptrs[rep-1] = d
+					mine[rep-1] = d
 				}
-				perHarness[hi][ti] = ptrs
+				perHarness[hi][ti] = mine
 			}
 			if base != nil {
 				basePool.Put(base)
