@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -183,4 +185,194 @@ func bareRun(cli *client.Client, img string, cmd []string) error {
 		return fmt.Errorf("bare run: the result's output is %q, want the target %q", output, "ok")
 	}
 	return nil
+}
+
+// BenchmarkDockerHarborApply200 is BenchmarkDockerApply200 for a Harbor
+// task, whose verifier runs in its own container: `hemra apply` of 200
+// attempts (the example harness writes out.txt in the agent's container;
+// hemra commits a snapshot of it; tests/test.sh runs in a container started
+// from the snapshot with tests/ copied in and writes the reward) against
+// 200 bare runs of the same steps with the client API: `docker run -i` of
+// the harness fed the same run.start line, `docker commit`, `docker rm`,
+// `docker create` of the snapshot running `sh /tests/test.sh` with a host
+// folder at /logs/verifier, `docker cp` of tests/, `docker start -a`,
+// reward.txt read and checked. Both keep the snapshot (hemra keeps it for a
+// later re-verify); the bench removes them after timing.
+//
+//	go test ./cmd/hemra -run '^$' -bench DockerHarborApply200 -benchtime 1x
+func BenchmarkDockerHarborApply200(b *testing.B) {
+	const n, parallelism, rounds = 200, 4, 10
+	cli := testimages.Client(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	img, err := testimages.BuildGoBinaryImage(ctx, cli, "github.com/hemra-dev/hemra/examples/harness-go", "harness-go")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tests := b.TempDir()
+	os.WriteFile(filepath.Join(tests, "test.sh"), []byte(harborTest), 0o755)
+	defer removeBenchSnapshots(cli)
+	for i := 0; i < b.N; i++ {
+		var bare, hemra time.Duration
+		for r := 0; r < rounds; r++ {
+			bare += timeN(b, n/rounds, parallelism, func() error { return bareHarbor(cli, img, tests, b.TempDir()) })
+			hemra += timeHarborApply(b, img, n/rounds, parallelism)
+		}
+		b.ReportMetric(bare.Seconds(), "bare-s")
+		b.ReportMetric(hemra.Seconds(), "hemra-s")
+		b.ReportMetric(hemra.Seconds()/bare.Seconds(), "ratio")
+	}
+}
+
+const harborTest = `#!/bin/sh
+LOGS="${HEMRA_VERIFIER_LOGS:-/logs/verifier}"
+if [ "$(cat /app/out.txt 2>/dev/null)" = "ok" ]; then echo 1 > "$LOGS/reward.txt"; else echo 0 > "$LOGS/reward.txt"; fi
+`
+
+func timeHarborApply(b testing.TB, img string, n, parallelism int) time.Duration {
+	dir := b.TempDir()
+	for t := 1; t <= n; t++ {
+		task := filepath.Join(dir, "tasks", fmt.Sprintf("t%d", t))
+		os.MkdirAll(filepath.Join(task, "tests"), 0o755)
+		os.WriteFile(filepath.Join(task, "instruction.md"), []byte("Write ok to out.txt.\n"), 0o644)
+		os.WriteFile(filepath.Join(task, "task.toml"), []byte("schema_version = \"1.4\"\n"), 0o644)
+		os.WriteFile(filepath.Join(task, "tests", "test.sh"), []byte(harborTest), 0o755)
+	}
+	os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(`sandbox "box" {
+  image = "`+img+`"
+}
+harness "h" {
+  command = ["/usr/local/bin/harness-go"]
+  sandbox = sandbox.box
+  args    = { file = "out.txt", content = "ok" }
+}
+dataset "d" {
+  source = "./tasks"
+}
+eval "benchharbor" {
+  dataset   = dataset.d
+  harnesses = [harness.h]
+}
+`), 0o644)
+	env := []string{"HOME=" + b.TempDir(), "PATH=" + os.Getenv("PATH")}
+	start := time.Now()
+	var out strings.Builder
+	code := Main([]string{"-chdir", dir, "apply", "-auto-approve", "-parallelism", fmt.Sprint(parallelism)}, strings.NewReader(""), &out, &out, env)
+	took := time.Since(start)
+	if code != 0 || !strings.Contains(out.String(), fmt.Sprintf("Apply complete: %d attempts", n)) || strings.Count(out.String(), "passed, reward 1") != n {
+		b.Fatalf("apply: %d\n%s", code, out.String())
+	}
+	return took
+}
+
+func timeN(b testing.TB, n, parallelism int, f func() error) time.Duration {
+	start := time.Now()
+	work := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < parallelism; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				if err := f(); err != nil {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	return time.Since(start)
+}
+
+// bareHarbor is one Harbor attempt by hand (see BenchmarkDockerHarborApply200).
+func bareHarbor(cli *client.Client, img, tests, tmp string) error {
+	ctx := context.Background()
+	agent, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"/usr/local/bin/harness-go"}, WorkingDir: "/app",
+		AttachStdin: true, OpenStdin: true, StdinOnce: true, AttachStdout: true, AttachStderr: true},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(ctx, agent.ID, container.RemoveOptions{Force: true})
+	att, err := cli.ContainerAttach(ctx, agent.ID, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return err
+	}
+	wait, errc := cli.ContainerWait(ctx, agent.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, agent.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	att.Conn.Write(bareStart())
+	att.CloseWrite()
+	stdcopy.StdCopy(io.Discard, io.Discard, att.Reader)
+	att.Close()
+	select {
+	case <-wait:
+	case err := <-errc:
+		return err
+	}
+	snap, err := cli.ContainerCommit(ctx, agent.ID, container.CommitOptions{Config: &container.Config{Labels: map[string]string{"dev.hemra.bench": "snapshot"}}})
+	if err != nil {
+		return err
+	}
+	if err := cli.ContainerRemove(ctx, agent.ID, container.RemoveOptions{}); err != nil {
+		return err
+	}
+	logs := filepath.Join(tmp, "verifier")
+	os.Mkdir(logs, 0o777)
+	v, err := cli.ContainerCreate(ctx, &container.Config{Image: snap.ID, Cmd: []string{"sh", "/tests/test.sh"}, WorkingDir: "/app", AttachStdout: true, AttachStderr: true},
+		&container.HostConfig{NetworkMode: "none", AutoRemove: true, Binds: []string{logs + ":/logs/verifier"}}, nil, nil, "")
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		body, _ := os.ReadFile(filepath.Join(tests, "test.sh"))
+		tw.WriteHeader(&tar.Header{Name: "tests/", Mode: 0o755, Typeflag: tar.TypeDir})
+		tw.WriteHeader(&tar.Header{Name: "tests/test.sh", Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write(body)
+		pw.CloseWithError(tw.Close())
+	}()
+	if err := cli.CopyToContainer(ctx, v.ID, "/", pr, container.CopyToContainerOptions{}); err != nil {
+		return err
+	}
+	vatt, err := cli.ContainerAttach(ctx, v.ID, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return err
+	}
+	defer vatt.Close()
+	vwait, verrc := cli.ContainerWait(ctx, v.ID, container.WaitConditionRemoved)
+	if err := cli.ContainerStart(ctx, v.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	stdcopy.StdCopy(io.Discard, io.Discard, vatt.Reader)
+	select {
+	case <-vwait:
+	case err := <-verrc:
+		return err
+	}
+	reward, err := os.ReadFile(filepath.Join(logs, "reward.txt"))
+	if err != nil || strings.TrimSpace(string(reward)) != "1" {
+		return fmt.Errorf("bare verifier: reward %q %v", reward, err)
+	}
+	return nil
+}
+
+// removeBenchSnapshots removes the snapshots both sides kept.
+func removeBenchSnapshots(cli *client.Client) {
+	ctx := context.Background()
+	imgs, err := cli.ImageList(ctx, image.ListOptions{All: true})
+	if err != nil {
+		return
+	}
+	for _, im := range imgs {
+		if im.Labels["dev.hemra.bench"] == "snapshot" || strings.HasPrefix(im.Labels["dev.hemra.address"], "benchharbor/") {
+			cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		}
+	}
 }
