@@ -49,6 +49,11 @@ type HashCache struct {
 	groups map[string]cacheGroup
 	seen   []bool // per group: every entry still valid this run
 
+	// loaded is closed once the file is read and indexed: OpenHashCache
+	// does that in the background while the command parses its config.
+	// nil: nothing to wait for.
+	loaded chan struct{}
+
 	mu sync.Mutex
 	// fresh holds the groups encoded from what was read this run, by
 	// root (two datasets over one folder record it once).
@@ -115,24 +120,36 @@ func OpenHashCache(path string) *HashCache {
 	if err != nil {
 		return c
 	}
-	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxCacheFile || fi.Size() < int64(len(cacheMagic)+sha256.Size) {
+		f.Close()
 		return c
 	}
-	data := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return c
-	}
-	groups, err := indexCache(data)
-	if err != nil {
-		return c
-	}
-	c.racy = fi.ModTime().UnixNano()
-	c.data = data
-	c.groups = groups
-	c.seen = make([]bool, len(groups))
+	c.loaded = make(chan struct{})
+	go func() {
+		defer close(c.loaded)
+		defer f.Close()
+		data := make([]byte, fi.Size())
+		if _, err := io.ReadFull(f, data); err != nil {
+			return
+		}
+		groups, err := indexCache(data)
+		if err != nil {
+			return
+		}
+		c.racy = fi.ModTime().UnixNano()
+		c.data = data
+		c.groups = groups
+		c.seen = make([]bool, len(groups))
+	}()
 	return c
+}
+
+// wait waits for the background read OpenHashCache started.
+func (c *HashCache) wait() {
+	if c.loaded != nil {
+		<-c.loaded
+	}
 }
 
 // Len is the number of task folders the cache file recorded.
@@ -140,13 +157,18 @@ func (c *HashCache) Len() int {
 	if c == nil {
 		return 0
 	}
+	c.wait()
 	return len(c.groups)
 }
 
 // group returns the recorded entries of the task folder root, sorted by
 // rel, decoded into buf.
 func (c *HashCache) group(root string, buf []cacheEntry) (cacheGroup, []cacheEntry, bool) {
-	if c == nil || c.groups == nil {
+	if c == nil {
+		return cacheGroup{}, nil, false
+	}
+	c.wait()
+	if c.groups == nil {
 		return cacheGroup{}, nil, false
 	}
 	g, ok := c.groups[root]
@@ -194,6 +216,7 @@ func (c *HashCache) Changed() bool {
 	if c == nil {
 		return false
 	}
+	c.wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.fresh) > 0 {
@@ -265,6 +288,7 @@ func (c *HashCache) Save() error {
 // release drops what the cache holds (tens of MB for 100,000 files) so
 // planning does not carry it: nothing loaded aliases it.
 func (c *HashCache) release() {
+	c.wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.data, c.groups, c.seen, c.fresh = nil, nil, nil, nil
@@ -338,9 +362,22 @@ func indexCache(data []byte) (map[string]cacheGroup, error) {
 		return nil, errBadCache
 	}
 	body := data[:len(data)-sha256.Size]
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], data[len(body):]) {
+	// The checksum (tens of MB) is checked on another CPU while the
+	// groups are indexed.
+	sumOK := make(chan bool, 1)
+	go func() {
+		sum := sha256.Sum256(body)
+		sumOK <- bytes.Equal(sum[:], data[len(body):])
+	}()
+	groups, err := indexGroups(body)
+	if !<-sumOK {
 		return nil, errBadCache
 	}
+	return groups, err
+}
+
+// indexGroups locates each task folder's group in body.
+func indexGroups(body []byte) (map[string]cacheGroup, error) {
 	groups := map[string]cacheGroup{}
 	d := decoder{b: body, p: len(cacheMagic)}
 	// Entries are decoded when their folder is loaded; one that does not
