@@ -277,6 +277,11 @@ func testSnapshot(t *testing.T, c Config) {
 	if ref == "" {
 		t.Fatal("Snapshot returned an empty reference")
 	}
+	if r, ok := c.Provider.(interface {
+		RemoveSnapshot(context.Context, string) error
+	}); ok {
+		t.Cleanup(func() { _ = r.RemoveSnapshot(context.Background(), ref) })
+	}
 	verifier := Start(t, c, sandbox.Spec{Snapshot: ref, Role: "verifier"})
 	out := Sh(t, verifier, `cat "$HEMRA_WORKDIR/state.txt"`, nil)
 	if out.Stdout != "agent was here\n" {
