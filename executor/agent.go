@@ -58,6 +58,8 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		AttemptID: a.id,
 		Address:   j.pa.Address,
 		Role:      "agent",
+		Store:     a.e.storeDir,
+		Lineage:   a.e.lineage,
 		Workspace: a.ws,
 		Env:       j.env,
 		// The stage runs one command at most (the harness, solve.sh).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
@@ -188,6 +189,8 @@ type executor struct {
 	opts  Options
 	work  []*job
 	runID string
+	// storeDir (absolute) and lineage label what providers create.
+	storeDir, lineage string
 
 	eventsMu sync.Mutex
 	blobs    sync.Map // SHA-256 of blobs stored by this apply
@@ -214,7 +217,13 @@ func newExecutor(plan *planner.Plan, cfg *config.Config, store *state.Store, opt
 	if opts.Env == nil {
 		opts.Env = func(string) (string, bool) { return "", false }
 	}
-	e := &executor{cfg: cfg, store: store, opts: opts}
+	e := &executor{cfg: cfg, store: store, opts: opts, storeDir: store.Dir()}
+	if abs, err := filepath.Abs(e.storeDir); err == nil {
+		e.storeDir = abs
+	}
+	if m, err := store.Meta(); err == nil {
+		e.lineage = m.Lineage
+	}
 	e.recSem = make(chan struct{}, maxPendingRecords)
 	var diags hcl.Diagnostics
 	tasks := map[string]map[string]*dataset.Task{}

@@ -93,6 +93,8 @@ func (a *attemptRun) verifyHarbor(ctx context.Context) error {
 		AttemptID: a.id,
 		Address:   j.pa.Address,
 		Role:      "verifier",
+		Store:     a.e.storeDir,
+		Lineage:   a.e.lineage,
 		Workspace: a.ws,
 		Env:       a.verifierEnv(),
 		Snapshot:  a.snapshot,

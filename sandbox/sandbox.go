@@ -88,6 +88,12 @@ type Spec struct {
 	AttemptID string
 	Address   string
 	Role      string // "agent" | "verifier" | "judge"
+	// Store is the absolute folder of the state store the attempt is
+	// recorded in, and Lineage that store's lineage. Like AttemptID they
+	// only label what the provider creates (never fingerprinted), so that
+	// a prune can tell which store a snapshot belongs to.
+	Store   string
+	Lineage string
 	// Workspace is a host folder private to this attempt (local provider:
 	// the working directory; others: a scratch folder).
 	Workspace string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/executor"
 	"github.com/hemra-dev/hemra/planner"
+	"github.com/hemra-dev/hemra/sandbox/docker"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -82,6 +84,9 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if abs, err := filepath.Abs(tmp); err == nil {
+		tmp = abs
+	}
 	defer os.RemoveAll(tmp)
 	storeDir := filepath.Join(tmp, "store")
 
@@ -111,6 +116,12 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	providers, err := providersFor(g, plan, &one)
 	if err != nil {
 		return err
+	}
+	if p, ok := providers[config.KindDocker].(*docker.Provider); ok {
+		// The store is thrown away, and so is everything the engine holds
+		// for it: the agent's snapshot, and any container an error or an
+		// interrupt left.
+		defer removeCheckObjects(g, p, storeDir)
 	}
 
 	fmt.Fprintf(g.Stdout, "Checking harness %q on task %s (workspace %s)\n\n", h.Name, task.Name, tmp)
@@ -157,6 +168,16 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// removeCheckObjects removes the containers and snapshot images labelled
+// with the check's store, even after an interrupt.
+func removeCheckObjects(g *Globals, p *docker.Provider, storeDir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := p.RemoveStore(ctx, storeDir); err != nil {
+		fmt.Fprintf(g.Stderr, "Warning: %v\n", err)
+	}
 }
 
 // pickTask is -task DIR, or the first task of the eval that uses the

@@ -552,7 +552,7 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	if err := in.ensureContainer(ctx); err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
-	lbl := labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot)
+	lbl := withStore(labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot), in.labels[LabelStore], in.labels[LabelLineage])
 	comment := "hemra snapshot of attempt " + in.labels[LabelAttempt]
 	// A main-mode container has stopped with its command: nothing to pause.
 	in.mu.Lock()

@@ -11,6 +11,8 @@ const (
 	LabelContext = "dev.hemra.context" // task images: hash of the build context
 	LabelPID     = "dev.hemra.pid"     // pid of the hemra that created a container
 	LabelHost    = "dev.hemra.host"    // host name of that hemra
+	LabelStore   = "dev.hemra.store"   // absolute folder of the attempt's state store
+	LabelLineage = "dev.hemra.lineage" // that store's lineage
 )
 
 // Roles of labelled objects beyond the instance roles of sandbox.Spec.
@@ -22,6 +24,17 @@ const (
 // TaskImageRepo is the repository task images are tagged in:
 // hemra-task:<first 12 hex of the context hash>.
 const TaskImageRepo = "hemra-task"
+
+// withStore adds a spec's store and lineage to l, when known.
+func withStore(l map[string]string, store, lineage string) map[string]string {
+	if store != "" {
+		l[LabelStore] = store
+	}
+	if lineage != "" {
+		l[LabelLineage] = lineage
+	}
+	return l
+}
 
 func labels(attemptID, address, role string) map[string]string {
 	l := map[string]string{LabelManaged: "true", LabelRole: role}

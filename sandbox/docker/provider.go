@@ -218,7 +218,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	if role == "" {
 		role = "agent"
 	}
-	lbl := labels(spec.AttemptID, spec.Address, role)
+	lbl := withStore(labels(spec.AttemptID, spec.Address, role), spec.Store, spec.Lineage)
 	lbl[LabelPID] = fmt.Sprint(os.Getpid())
 	lbl[LabelHost] = p.host
 

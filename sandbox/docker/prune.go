@@ -182,3 +182,98 @@ func sortPruned(s []Pruned) {
 		return s[i].ID < s[j].ID
 	})
 }
+
+// RemoveStore removes every container and snapshot image labelled as
+// belonging to the store folder store, or to any store under it (tests
+// pass their temporary folder): what `hemra harness check` leaves in its
+// throwaway store, or a test run leaves behind. Objects without a store
+// label, task images included, are never touched.
+func (p *Provider) RemoveStore(ctx context.Context, store string) ([]Pruned, error) {
+	return RemoveStoreObjects(ctx, p.cli, store)
+}
+
+// RemoveStoreObjects is Provider.RemoveStore on an engine client.
+func RemoveStoreObjects(ctx context.Context, cli client.APIClient, store string) ([]Pruned, error) {
+	if store == "" || !strings.HasPrefix(store, "/") {
+		return nil, fmt.Errorf("store folder %q is not an absolute path", store)
+	}
+	store = strings.TrimSuffix(store, "/")
+	under := func(l map[string]string) bool {
+		s := l[LabelStore]
+		return s == store || strings.HasPrefix(s, store+"/")
+	}
+	var removed []Pruned
+	var errs []string
+	ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelStore))})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	for _, c := range ctrs {
+		if !under(c.Labels) {
+			continue
+		}
+		item := Pruned{Kind: "container", ID: short(c.ID), Attempt: c.Labels[LabelAttempt], Address: c.Labels[LabelAddress], Role: c.Labels[LabelRole], Reason: "its store is being removed"}
+		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+			item.Error = err.Error()
+			errs = append(errs, err.Error())
+		}
+		removed = append(removed, item)
+	}
+	imgs, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelRole+"="+RoleSnapshot), filters.Arg("label", LabelStore))})
+	if err != nil {
+		return removed, fmt.Errorf("listing images: %w", err)
+	}
+	var ids []string
+	var items []Pruned
+	for _, im := range imgs {
+		if !under(im.Labels) {
+			continue
+		}
+		ids = append(ids, im.ID)
+		items = append(items, Pruned{Kind: "image", ID: short(im.ID), Attempt: im.Labels[LabelAttempt], Address: im.Labels[LabelAddress], Role: RoleSnapshot, Reason: "its store is being removed"})
+	}
+	for i, err := range removeImages(ctx, cli, ids) {
+		if err != nil {
+			items[i].Error = err.Error()
+			errs = append(errs, err.Error())
+		}
+	}
+	removed = append(removed, items...)
+	sortPruned(removed)
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("removing the objects of store %s: %s", store, strings.Join(errs, "; "))
+	}
+	return removed, nil
+}
+
+// removeImages removes images, children before the parents they were
+// committed from (a read-only container's snapshot is two commits, and
+// the engine refuses to remove a parent first): an image refused for its
+// children is tried again once the others are gone, a few rounds at most.
+// A missing image counts as removed. It returns one error (or nil) per id.
+func removeImages(ctx context.Context, cli client.APIClient, ids []string) []error {
+	errs := make([]error, len(ids))
+	pending := make([]int, len(ids))
+	for i := range ids {
+		pending[i] = i
+	}
+	for round := 0; round < 4 && len(pending) > 0; round++ {
+		var again []int
+		for _, i := range pending {
+			_, err := cli.ImageRemove(ctx, ids[i], image.RemoveOptions{Force: true, PruneChildren: true})
+			switch {
+			case err == nil || client.IsErrNotFound(err):
+				errs[i] = nil
+			case strings.Contains(err.Error(), "child"):
+				errs[i] = err
+				again = append(again, i)
+			default:
+				errs[i] = err
+			}
+		}
+		pending = again
+	}
+	return errs
+}
