@@ -98,7 +98,51 @@ func (e *executor) attempt(ctx context.Context, j *job) {
 		}
 		return nil
 	})
-	a.rec.close(report)
+	a.rec.close(func(err error) {
+		if err == nil {
+			a.releaseSuperseded(ctx, out.Snapshot)
+		}
+		report(err)
+	})
+}
+
+// snapshotRemover is a provider that can delete a snapshot it made (the
+// docker provider's committed images).
+type snapshotRemover interface {
+	RemoveSnapshot(ctx context.Context, ref string) error
+}
+
+// releaseSuperseded removes the agent snapshot of the attempt this one
+// superseded, once this one is recorded: only the current attempt's
+// snapshot can serve a later re-verify. A snapshot this attempt reuses (a
+// re-verify or re-judge) or that the address's current attempt still
+// names is kept. Failing to remove it is a warning, not the attempt's
+// error: `hemra doctor -prune` removes it later.
+func (a *attemptRun) releaseSuperseded(ctx context.Context, kept string) {
+	priorID := a.j.pa.PriorAttemptID
+	if priorID == "" || priorID == a.id {
+		return
+	}
+	st := a.e.store
+	prior, err := st.Attempt(priorID)
+	if err != nil || prior.Outcome == nil || prior.Outcome.Snapshot == "" || prior.Outcome.Snapshot == kept {
+		return
+	}
+	ref := prior.Outcome.Snapshot
+	cur, err := st.CurrentAttempt(a.j.pa.Address)
+	if err != nil || cur == nil || cur.ID == priorID || cur.Outcome != nil && cur.Outcome.Snapshot == ref {
+		return
+	}
+	r, ok := a.e.opts.Providers[prior.Manifest.Sandbox.Kind].(snapshotRemover)
+	if !ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	if err := r.RemoveSnapshot(rctx, ref); err != nil {
+		a.e.emit(Event{Type: EventWarning, Address: a.j.pa.Address, AttemptID: priorID,
+			Error: fmt.Sprintf("removing the snapshot of superseded attempt %s: %v (hemra doctor -prune removes it later)", priorID, err)})
+	}
 }
 
 // record writes the manifest's blobs, then queues the attempt's record,

@@ -2,9 +2,11 @@ package executor_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/executor"
@@ -31,6 +33,7 @@ func TestDockerEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	cleanupStores(t, dir)
 	tasks := copyDir(t, "../examples/quickstart/tasks")
 	writeFiles(t, dir, map[string]string{"main.hcl": `
 sandbox "hardened" {
@@ -68,6 +71,26 @@ eval "hardened" {
 		t.Fatal(err)
 	}
 	store := filepath.Join(dir, ".hemra")
+	snapshots := func() map[string]string {
+		t.Helper()
+		st, err := state.Open(store, state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		out := map[string]string{}
+		err = st.ForEachCurrent(func(addr string, _ state.Current) error {
+			a, err := st.CurrentAttempt(addr)
+			if err == nil && a.Outcome != nil {
+				out[addr] = a.Outcome.Snapshot
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	apply := func() *executor.Report {
 		t.Helper()
 		cfg, diags := config.Load(dir, config.LoadOptions{})
@@ -125,4 +148,68 @@ eval "hardened" {
 	if !strings.HasPrefix(rep.Attempts[0].Address, "hardened/example/hello-world") {
 		t.Fatalf("re-verified %s", rep.Attempts[0].Address)
 	}
+	st.Close()
+
+	// The re-verify reused the snapshot: it is kept, labelled with the
+	// store it belongs to.
+	first := snapshots()
+	if len(first) != 4 {
+		t.Fatalf("snapshots of the current attempts: %v", first)
+	}
+	for addr, ref := range first {
+		insp, err := cli.ImageInspect(ctx, ref)
+		if err != nil {
+			t.Fatalf("%s: snapshot %s: %v", addr, ref, err)
+		}
+		if got := insp.Config.Labels[docker.LabelStore]; got != store {
+			t.Errorf("%s: snapshot labelled with store %q, want %q", addr, got, store)
+		}
+	}
+
+	// A changed harness re-runs every attempt: the superseded snapshots
+	// are removed once the new attempts are recorded; the new ones stay.
+	writeFiles(t, dir, map[string]string{"main.hcl": strings.Replace(readFile(t, filepath.Join(dir, "main.hcl")), `"Hello, world!\n"`, `"Hello!\n"`, 1)})
+	rep = apply()
+	if len(rep.Attempts) != 4 {
+		t.Fatalf("after changing the harness: %+v", rep.Attempts)
+	}
+	for _, a := range rep.Attempts {
+		if a.Action != planner.ActionRerun {
+			t.Errorf("%s: %s, want a re-run", a.Address, a.Action)
+		}
+	}
+	for addr, ref := range first {
+		if _, err := cli.ImageInspect(ctx, ref); err == nil {
+			t.Errorf("%s: superseded snapshot %s is still in the engine", addr, ref)
+		}
+	}
+	for addr, ref := range snapshots() {
+		if _, err := cli.ImageInspect(ctx, ref); err != nil || ref == first[addr] {
+			t.Errorf("%s: current snapshot %s: %v", addr, ref, err)
+		}
+	}
+}
+
+// cleanupStores removes, when the test ends, every container and snapshot
+// image labelled with a store under dir, so a test run leaves the engine
+// as it found it (the cached test images aside).
+func cleanupStores(t *testing.T, dir string) {
+	t.Helper()
+	cli := testimages.Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := docker.RemoveStoreObjects(ctx, cli, dir); err != nil {
+			t.Errorf("cleaning the engine up: %v", err)
+		}
+	})
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -17,6 +17,9 @@ const (
 	EventAttemptStage  = "attempt.stage"
 	EventAttemptFinish = "attempt.finish"
 	EventRunFinish     = "run.finish"
+	// EventWarning is something that went wrong beside the attempts (a
+	// superseded snapshot that could not be removed); Error says what.
+	EventWarning = "warning"
 )
 
 // Event is one step of an apply's progress, for the command's view (live
