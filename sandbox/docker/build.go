@@ -206,9 +206,11 @@ func TaskImageTag(hash string) string {
 }
 
 // FindTaskImage returns the id of the image already built for this build
-// hash, or "".
+// hash, or "". A snapshot of a container started from the task image
+// inherits its context label, so only images labelled as task images count.
 func (p *Provider) FindTaskImage(ctx context.Context, hash string) (string, error) {
-	imgs, err := p.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelContext+"="+hash))})
+	imgs, err := p.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", LabelContext+"="+hash), filters.Arg("label", LabelRole+"="+RoleTaskImage))})
 	if err != nil {
 		return "", fmt.Errorf("listing task images: %w", err)
 	}

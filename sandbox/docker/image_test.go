@@ -126,6 +126,12 @@ func TestHarborTaskImageIsBuiltOnceAndVerifiedOnTheSnapshot(t *testing.T) {
 	}
 	t.Cleanup(func() { p.RemoveSnapshot(context.Background(), snap) })
 	agent.Stop(ctx)
+	// The snapshot inherits the task image's labels, its build hash among
+	// them: it is not the task image (another attempt would start from
+	// this one's filesystem).
+	if got, err := p.FindTaskImage(ctx, b.Hash); err != nil || got != id {
+		t.Errorf("after a snapshot, the task image found by its hash is %q (%v), want %s", got, err, id)
+	}
 
 	ver := start(t, p, sandbox.Spec{Settings: s, Role: "verifier", Snapshot: snap})
 	if err := ver.Upload(ctx, filepath.Join(task.Dir, "tests"), "/tests"); err != nil {
