@@ -29,7 +29,7 @@ import (
 // DoctorCmd is `hemra doctor`.
 type DoctorCmd struct {
 	JSON  bool `name:"json" help:"Print JSON."`
-	Prune bool `name:"prune" help:"Remove the containers, snapshot images and volumes labelled as hemra's that a killed hemra left behind, and say what was removed."`
+	Prune bool `name:"prune" help:"Remove the containers, snapshot images and volumes labelled as hemra's that are left behind (a killed hemra's containers, snapshots no current attempt needs), and say what was removed."`
 }
 
 func (c *DoctorCmd) Help() string {
@@ -39,8 +39,11 @@ hemra-sandbox-<kind> on PATH or by HEMRA_SANDBOX_<KIND>_BIN), and what each
 sandbox declared in the eval directory enforces as configured.
 
 -prune removes only objects labelled dev.hemra.managed=true: containers
-whose hemra process is gone, snapshot images of attempts that are no longer
-current in this store, and volumes no container uses.
+whose hemra process is gone; snapshot images whose store (the
+dev.hemra.store label) no longer exists, or whose attempt is no longer its
+address's current one in that store and is not reused by it (stores that
+cannot be read or that an apply holds are left alone); and volumes no
+container uses.
 
 Examples:
 
@@ -120,9 +123,8 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		if dockerProvider == nil {
 			pruneErr = errors.New("cannot prune: no Docker Engine answers")
 		} else {
-			classify, closeStore := snapshotClassifier(g)
-			rep.Prune, pruneErr = dockerProvider.Prune(ctx, docker.PruneOptions{SnapshotAttempt: classify})
-			closeStore()
+			j := newSnapshotJudge(g)
+			rep.Prune, pruneErr = dockerProvider.Prune(ctx, docker.PruneOptions{Snapshot: j.judge})
 		}
 	}
 
@@ -244,37 +246,97 @@ func settingsOf(sb *config.Sandbox) sandbox.Settings {
 
 // snapshotClassifier answers, from this eval directory's store, whether a
 // snapshot's attempt is known and current. Without a store nothing is
-// known, so no snapshot is removed.
-func snapshotClassifier(g *Globals) (classify func(string) (bool, bool), closeStore func()) {
-	noop := func() {}
-	if _, err := os.Stat(filepath.Join(g.StorePath(), "state.db")); err != nil {
-		return nil, noop
+// snapshotJudge decides which snapshot images doctor -prune removes. A
+// snapshot is labelled with the store it belongs to: it goes when that
+// store is gone (no state.db), and when its attempt is no longer its
+// address's current one there and the current one does not reuse it (a
+// re-verify starts from its prior's snapshot). It is kept when its store
+// cannot be read, or an apply holds the store's writer lock (its attempts
+// may not be recorded yet). An older snapshot without a store label is
+// judged against this directory's store, and kept unless that store knows
+// its attempt.
+type snapshotJudge struct {
+	here   string
+	stores map[string]*judgedStore
+}
+
+// judgedStore is one store, read once.
+type judgedStore struct {
+	st      *state.Store
+	current map[string]bool // attempt ids
+	keep    string          // why everything of this store is kept
+	gone    bool
+}
+
+func newSnapshotJudge(g *Globals) *snapshotJudge {
+	here := g.StorePath()
+	if abs, err := filepath.Abs(here); err == nil {
+		here = abs
 	}
-	st, err := state.Open(g.StorePath(), state.Options{})
+	return &snapshotJudge{here: here, stores: map[string]*judgedStore{}}
+}
+
+func (j *snapshotJudge) store(dir string) *judgedStore {
+	if s, ok := j.stores[dir]; ok {
+		return s
+	}
+	s := &judgedStore{}
+	j.stores[dir] = s
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); errors.Is(err, os.ErrNotExist) {
+		s.gone = true
+		return s
+	} else if err != nil {
+		s.keep = fmt.Sprintf("its store %s cannot be read: %v", dir, err)
+		return s
+	}
+	st, err := state.Open(dir, state.Options{})
 	if err != nil {
-		return nil, noop
+		s.keep = fmt.Sprintf("its store %s cannot be read: %v", dir, err)
+		return s
 	}
-	current := map[string]bool{}
-	_ = st.ForEachCurrent(func(_ string, c state.Current) error {
-		current[c.AttemptID] = true
+	if who, active := st.WriterActive(); active {
+		s.keep = fmt.Sprintf("its store %s is in use (%s)", dir, who)
+		return s
+	}
+	s.current = map[string]bool{}
+	if err := st.ForEachCurrent(func(_ string, c state.Current) error {
+		s.current[c.AttemptID] = true
 		return nil
-	})
-	known := map[string]bool{}
-	return func(id string) (bool, bool) {
-		if id == "" {
-			return false, false
+	}); err != nil {
+		s.keep = fmt.Sprintf("its store %s cannot be read: %v", dir, err)
+		return s
+	}
+	s.st = st
+	return s
+}
+
+func (j *snapshotJudge) judge(im docker.SnapshotImage) (bool, string) {
+	dir := im.Store
+	if dir == "" {
+		dir = j.here
+	}
+	s := j.store(dir)
+	switch {
+	case s.gone && im.Store == "":
+		return false, "snapshot of an attempt this store does not know"
+	case s.gone:
+		return true, fmt.Sprintf("its store %s no longer exists", dir)
+	case s.keep != "":
+		return false, s.keep
+	case s.current[im.Attempt]:
+		return false, "snapshot of a current attempt (a later re-verify reuses it)"
+	}
+	if im.Address != "" {
+		if cur, err := s.st.CurrentAttempt(im.Address); err == nil && cur.Outcome != nil && cur.Outcome.Snapshot == im.ID {
+			return false, "reused by its address's current attempt (a re-verify)"
 		}
-		if current[id] {
-			return true, true
+	}
+	if im.Store == "" {
+		if a, err := s.st.Attempt(im.Attempt); err != nil || a == nil {
+			return false, "snapshot of an attempt this store does not know"
 		}
-		k, ok := known[id]
-		if !ok {
-			a, err := st.Attempt(id)
-			k = err == nil && a != nil
-			known[id] = k
-		}
-		return k, false
-	}, func() { st.Close() }
+	}
+	return true, "snapshot of an attempt that is no longer current in " + dir
 }
 
 func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
@@ -315,7 +377,7 @@ func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
 	if len(rep.Prune.Removed) == 0 {
 		fmt.Fprintln(w, "Nothing to prune: no labelled container, snapshot image or volume was left behind.")
 	} else {
-		fmt.Fprintf(w, "Removed %d object(s) a killed hemra left behind:\n", len(rep.Prune.Removed))
+		fmt.Fprintf(w, "Removed %d object(s) hemra left behind:\n", len(rep.Prune.Removed))
 		for _, r := range rep.Prune.Removed {
 			line := fmt.Sprintf("  %s %s", r.Kind, r.ID)
 			if r.Address != "" {
@@ -332,9 +394,20 @@ func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
 		}
 	}
 	if len(rep.Prune.Kept) > 0 {
+		// Grouped by why: an engine can hold hundreds (-json lists each).
 		fmt.Fprintf(w, "Kept %d labelled object(s):\n", len(rep.Prune.Kept))
+		type group struct{ kind, reason string }
+		count := map[group]int{}
+		var order []group
 		for _, r := range rep.Prune.Kept {
-			fmt.Fprintf(w, "  %s %s: %s\n", r.Kind, r.ID, r.Reason)
+			k := group{r.Kind, r.Reason}
+			if count[k] == 0 {
+				order = append(order, k)
+			}
+			count[k]++
+		}
+		for _, k := range order {
+			fmt.Fprintf(w, "  %d %s(s): %s\n", count[k], k.kind, k.reason)
 		}
 	}
 }

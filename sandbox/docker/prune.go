@@ -25,8 +25,20 @@ type PruneOptions struct {
 	// attempts are removed; others are kept (another store may own them).
 	// Nil keeps every snapshot.
 	SnapshotAttempt func(attemptID string) (known, current bool)
+	// Snapshot, when set, decides each snapshot image instead of
+	// SnapshotAttempt: remove it or keep it, and why.
+	Snapshot func(SnapshotImage) (remove bool, reason string)
 	// DryRun lists what would be removed without removing it.
 	DryRun bool
+}
+
+// SnapshotImage is a labelled snapshot image, as Prune asks about it.
+type SnapshotImage struct {
+	ID      string // sha256:<hex>, as Instance.Snapshot returned it
+	Attempt string
+	Address string
+	Store   string // the absolute store folder it was labelled with; "" for older snapshots
+	Lineage string
 }
 
 // Pruned is one object Prune removed (or would remove, or kept).
@@ -81,8 +93,21 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	if err != nil {
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
+	var doomed []string // image ids to remove, in the order of their rep.Removed items
 	for _, im := range imgs {
 		item := Pruned{Kind: "image", ID: short(im.ID), Attempt: im.Labels[LabelAttempt], Address: im.Labels[LabelAddress], Role: RoleSnapshot}
+		if opts.Snapshot != nil {
+			remove, reason := opts.Snapshot(SnapshotImage{ID: im.ID, Attempt: item.Attempt, Address: item.Address,
+				Store: im.Labels[LabelStore], Lineage: im.Labels[LabelLineage]})
+			item.Reason = reason
+			if !remove {
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
+			doomed = append(doomed, im.ID)
+			rep.Removed = append(rep.Removed, item)
+			continue
+		}
 		known, current := false, false
 		if opts.SnapshotAttempt != nil {
 			known, current = opts.SnapshotAttempt(item.Attempt)
@@ -98,12 +123,17 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 			continue
 		}
 		item.Reason = "snapshot of an attempt that is no longer current"
-		if !opts.DryRun {
-			if _, err := p.cli.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
-				item.Error = err.Error()
+		doomed = append(doomed, im.ID)
+		rep.Removed = append(rep.Removed, item)
+	}
+	if !opts.DryRun {
+		// Children before the parents they were committed from.
+		first := len(rep.Removed) - len(doomed)
+		for i, err := range removeImages(ctx, p.cli, doomed) {
+			if err != nil {
+				rep.Removed[first+i].Error = err.Error()
 			}
 		}
-		rep.Removed = append(rep.Removed, item)
 	}
 
 	vols, err := p.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
