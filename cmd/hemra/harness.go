@@ -33,7 +33,9 @@ func (c *HarnessCheckCmd) Help() string {
 	return `Runs one attempt of the harness on one task, exactly as apply would
 (same sandbox, limits and verifier), in a throwaway store under
 $TMPDIR/hemra-check-* that is removed at the end: nothing is recorded in
-the eval directory's store. Every protocol line is printed as it passes
+the eval directory's store, and on docker the agent's snapshot and every
+container it made are removed from the engine (after an error or an
+interrupt too). Every protocol line is printed as it passes
 ("→" to the harness, "←" from it, stderr indented), then the verifier's
 reward.
 
