@@ -231,6 +231,7 @@ if [ "$(cat /app/out.txt 2>/dev/null)" = "ok" ]; then echo 1 > "$LOGS/reward.txt
 
 func timeHarborApply(b testing.TB, img string, n, parallelism int) time.Duration {
 	dir := b.TempDir()
+	cleanupStores(b, dir)
 	for t := 1; t <= n; t++ {
 		task := filepath.Join(dir, "tasks", fmt.Sprintf("t%d", t))
 		os.MkdirAll(filepath.Join(task, "tests"), 0o755)

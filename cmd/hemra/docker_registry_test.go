@@ -72,6 +72,7 @@ func TestDockerImageTagMovesThroughInitUpgrade(t *testing.T) {
 	d1 := pushTo(t, cli, harnessImg, ref)
 
 	dir := t.TempDir()
+	cleanupStores(t, dir)
 	files := map[string]string{
 		"main.hcl": `sandbox "box" {
   image  = "` + ref + `"

@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/hemra-dev/hemra/internal/testimages"
+	"github.com/hemra-dev/hemra/sandbox/docker"
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +40,10 @@ func TestScripts(t *testing.T) {
 			}
 			if ref, err := scriptDocker(); err == nil {
 				env.Setenv("HEMRA_TEST_BUSYBOX", ref)
+				// Whatever the script's stores left in the engine goes
+				// with the script (the cached test images stay).
+				work := env.WorkDir
+				env.Defer(func() { removeStoresUnder(env.T(), work) })
 			}
 			return nil
 		},
@@ -67,3 +72,35 @@ var scriptDocker = sync.OnceValues(func() (string, error) {
 	defer cancel()
 	return testimages.EnsureBusybox(ctx, cli)
 })
+
+// removeStoresUnder removes the containers and snapshot images labelled
+// with a store under dir, so a test leaves the engine as it found it.
+func removeStoresUnder(t testscript.T, dir string) {
+	cli, err := testimages.Connect()
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := docker.RemoveStoreObjects(ctx, cli, dir); err != nil {
+		t.Log("cleaning the engine up: ", err)
+	}
+}
+
+// cleanupStores removes, when the test ends, what a store under dir left
+// in the engine.
+func cleanupStores(tb testing.TB, dir string) {
+	tb.Cleanup(func() {
+		cli, err := testimages.Connect()
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := docker.RemoveStoreObjects(ctx, cli, dir); err != nil {
+			tb.Errorf("cleaning the engine up: %v", err)
+		}
+	})
+}

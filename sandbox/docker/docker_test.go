@@ -46,6 +46,19 @@ func start(t *testing.T, p *docker.Provider, spec sandbox.Spec) sandbox.Instance
 	if spec.Address == "" {
 		spec.Address = "test/" + t.Name() + "#1"
 	}
+	if spec.Store == "" {
+		// Labels what the instance makes (its snapshots too) with a store
+		// of this test's own, removed from the engine when the test ends.
+		spec.Store = t.TempDir()
+		store := spec.Store
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := p.RemoveStore(ctx, store); err != nil {
+				t.Errorf("cleaning the engine up: %v", err)
+			}
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	in, err := p.Start(ctx, spec)
