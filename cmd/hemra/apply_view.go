@@ -68,6 +68,8 @@ func (v *plainApplyView) Event(ev executor.Event) {
 		fmt.Fprintf(v.w, "%s %s: %s [%d/%d]\n", ts, ev.Address, finishText(ev), v.done, v.planned)
 	case executor.EventRunFinish:
 		fmt.Fprintf(v.w, "%s apply: %s, %d of %d attempts ran\n", ts, ev.Status, ev.Done, ev.Planned)
+	case executor.EventWarning:
+		fmt.Fprintf(v.w, "%s warning: %s: %s\n", ts, ev.Address, ev.Error)
 	}
 }
 
@@ -192,6 +194,8 @@ func (v *liveView) Event(ev executor.Event) {
 			v.infra++
 		}
 		v.pending = append(v.pending, fmt.Sprintf("%s %s: %s", v.mark(ev.Class), ev.Address, finishText(ev)))
+	case executor.EventWarning:
+		v.pending = append(v.pending, fmt.Sprintf("! warning: %s: %s", ev.Address, ev.Error))
 	}
 }
 
