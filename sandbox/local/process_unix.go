@@ -246,8 +246,17 @@ func (r *pipeReader) writersGone() bool {
 	hup := false
 	err = rc.Control(func(fd uintptr) {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		hup = err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+		// The Go runtime's preemption signals can interrupt poll: an
+		// EINTR must not read as "a writer is still there", or a
+		// stream with buffered output would be closed undrained.
+		for range 100 {
+			n, err := unix.Poll(fds, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			hup = err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+			return
+		}
 	})
 	return err != nil || hup
 }
@@ -277,6 +286,9 @@ func closeWhenQuiet(linger time.Duration, rs ...*pipeReader) {
 				if now := r.n.Load(); now != last {
 					last = now
 					continue
+				}
+				if r.writersGone() {
+					break // its writers left during the linger: let it drain
 				}
 				r.f.Close()
 			}
