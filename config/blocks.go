@@ -305,10 +305,10 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(l.cfg.Dir, v)
 		}
-		if st, err := os.Stat(p); err != nil || st.IsDir() {
-			d.errorValue(d.attr("driver"), "Driver not found", fmt.Sprintf("%s is not a file in the eval directory (looked in %s).", v, p))
+		if src, file, err := driverFiles(p); err != nil {
+			d.errorValue(d.attr("driver"), "Invalid driver", fmt.Sprintf("%s: %v.", v, err))
 		} else {
-			h.Driver = v
+			h.Driver, h.DriverSource, h.DriverFile = v, src, file
 		}
 	}
 	if v, ok := d.oneOf("via", "harbor"); ok {
@@ -343,8 +343,6 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 		switch {
 		case h.Via != "":
 			d.errorValue(d.attr("sandbox"), "Sandbox on a Harbor harness", "A via = \"harbor\" harness runs under Harbor's own environment settings; hemra does not place it in a sandbox. Remove sandbox.")
-		case h.Driver != "" && h.Sandbox != nil && h.Sandbox.Kind == KindLocal:
-			d.errorValue(d.attr("sandbox"), "Driver harness on a local sandbox", "A driver runs inside the task's own image, which a local sandbox does not have. Use a docker sandbox.")
 		}
 	}
 	l.checkProgramImage(d, h)
@@ -402,6 +400,35 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 		h.MCP = append(h.MCP, srv)
 	}
 	return blockValue(blockHarness, rb.name, d.vals)
+}
+
+// DriverMount is where a container sandbox mounts a driver harness's
+// files, read-only: a driver file as DriverMount/<its name>, a driver
+// folder as DriverMount itself.
+const DriverMount = "/hemra/driver"
+
+// driverFiles checks a driver path: an executable file, or a folder
+// holding an executable named "driver". It returns the host path to mount
+// (the file or the folder) and the executable's name under DriverMount.
+func driverFiles(p string) (source, file string, err error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", "", fmt.Errorf("not found in the eval directory (looked in %s)", p)
+	}
+	exe, file := p, filepath.Base(p)
+	if st.IsDir() {
+		exe, file = filepath.Join(p, "driver"), "driver"
+		if st, err = os.Stat(exe); err != nil {
+			return "", "", fmt.Errorf("a driver folder must hold an executable named driver; %s has none", p)
+		}
+	}
+	if !st.Mode().IsRegular() {
+		return "", "", fmt.Errorf("%s is not a regular file", exe)
+	}
+	if st.Mode().Perm()&0o111 == 0 {
+		return "", "", fmt.Errorf("%s is not executable (chmod +x it)", exe)
+	}
+	return p, file, nil
 }
 
 // checkProgramImage refuses a program harness whose sandbox runs images

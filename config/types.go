@@ -112,9 +112,15 @@ type Harness struct {
 	Command []string // a program harness speaking the protocol
 	Builtin string   // "oracle" | "nop"
 	Driver  string   // path (relative to Dir) of a driver run inside the task's image
-	Via     string   // "harbor"
-	Agent   string   // via = "harbor": Harbor agent name
-	Model   string   // via = "harbor": model name
+	// DriverSource is the driver's absolute host path (its file, or its
+	// folder), never fingerprinted; DriverFile the executable's name in it
+	// ("driver" for a folder). A container mounts DriverSource read-only
+	// under DriverMount.
+	DriverSource string
+	DriverFile   string
+	Via          string // "harbor"
+	Agent        string // via = "harbor": Harbor agent name
+	Model        string // via = "harbor": model name
 
 	Sandbox *Sandbox // nil: the built-in default sandbox (docker)
 	Env     []string // names only

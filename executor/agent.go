@@ -147,7 +147,7 @@ func (a *attemptRun) uploadEnvironment(ctx context.Context, inst sandbox.Instanc
 }
 
 // runHarness runs the agent stage's command: the oracle's solve.sh,
-// nothing for nop, or a program harness speaking the protocol.
+// nothing for nop, or a program or driver harness speaking the protocol.
 func (a *attemptRun) runHarness(ctx context.Context, inst sandbox.Instance) error {
 	h := a.j.harness
 	switch h.Builtin {
@@ -157,7 +157,7 @@ func (a *attemptRun) runHarness(ctx context.Context, inst sandbox.Instance) erro
 	case BuiltinOracle:
 		return a.runOracle(ctx, inst)
 	case "":
-		if len(h.Command) == 0 {
+		if len(h.Command) == 0 && h.Driver == "" {
 			return infraErr("harness %q has no command", h.Name)
 		}
 		return a.runProgram(ctx, inst)

@@ -363,8 +363,6 @@ func needsHarborSandbox(j *job) bool {
 func unsupportedHarness(h *config.Harness) *hcl.Diagnostic {
 	var what, attr string
 	switch {
-	case h.Driver != "":
-		what, attr = "driver harnesses (driver = ...)", "driver"
 	case h.Via != "":
 		what, attr = "harnesses run via "+h.Via, "via"
 	case len(h.MCP) > 0:
@@ -381,7 +379,7 @@ func unsupportedHarness(h *config.Harness) *hcl.Diagnostic {
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Harness kind not supported yet",
-		Detail:   fmt.Sprintf("Harness %q uses %s, which this version of hemra cannot run yet. Program harnesses (command = [...]) and the built-ins oracle and nop can.", h.Name, what),
+		Detail:   fmt.Sprintf("Harness %q uses %s, which this version of hemra cannot run yet. Program harnesses (command = [...]), drivers (driver = ...) and the built-ins oracle and nop can.", h.Name, what),
 		Subject:  rangePtr(rng),
 	}
 }

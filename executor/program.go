@@ -3,9 +3,11 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"path"
 	"path/filepath"
 	"time"
 
+	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/protocol/wire"
@@ -72,6 +74,14 @@ func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) erro
 // the file in the eval directory, as the plan fingerprinted it; a
 // container keeps container paths.
 func (j *job) command(evalDir string) []string {
+	if h := j.harness; h.Driver != "" {
+		// A driver runs from its read-only mount in a container, from the
+		// eval directory on the local sandbox.
+		if j.settings.Kind == config.KindLocal {
+			return []string{driverExecutable(h)}
+		}
+		return []string{path.Join(config.DriverMount, h.DriverFile)}
+	}
 	cmd := j.harness.Command
 	rel := planner.LocalCommandFile(j.settings.Kind, cmd)
 	if rel == "" {

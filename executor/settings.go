@@ -3,6 +3,9 @@ package executor
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path"
+	"path/filepath"
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
@@ -45,6 +48,15 @@ func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task)
 			s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
 		}
 	}
+	if src := h.DriverSource; src != "" && s.Kind != config.KindLocal {
+		// A driver's files reach its container read-only, never recorded
+		// (a host path); their content is fingerprinted instead.
+		target := config.DriverMount
+		if h.DriverFile != "" && src == driverExecutable(h) {
+			target = path.Join(config.DriverMount, h.DriverFile)
+		}
+		s.Mounts = append(s.Mounts, sandbox.Mount{Source: src, Target: target})
+	}
 	if s.Workdir == "" && s.Kind != config.KindLocal {
 		s.Workdir = "/app"
 		if t.Config != nil && t.Config.Environment.Workdir != "" {
@@ -52,4 +64,15 @@ func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task)
 		}
 	}
 	return s, nil
+}
+
+// driverExecutable is the host path of a driver harness's executable: the
+// driver file itself, or the file named driver in its folder.
+func driverExecutable(h *config.Harness) string {
+	if filepath.Base(h.DriverSource) == h.DriverFile {
+		if st, err := os.Stat(h.DriverSource); err == nil && !st.IsDir() {
+			return h.DriverSource
+		}
+	}
+	return filepath.Join(h.DriverSource, h.DriverFile)
 }

@@ -186,7 +186,13 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 		}
 	}
 	if h.Driver != "" {
-		p.hashPath(&l, "file "+h.Driver, filepath.Join(p.cfg.Dir, filepath.FromSlash(h.Driver)), rangeOf(h.Attrs, "driver", h.DeclRange))
+		// The driver's content (its file, or every file of its folder) is
+		// what the sandbox mounts and runs: an agent input.
+		src := h.DriverSource
+		if src == "" {
+			src = filepath.Join(p.cfg.Dir, filepath.FromSlash(h.Driver))
+		}
+		p.hashPath(&l, "file "+h.Driver, src, rangeOf(h.Attrs, "driver", h.DeclRange))
 	}
 	// A local harness's program given as a relative path runs from the
 	// eval directory: its content is an input, never its absolute path
