@@ -42,7 +42,7 @@ type CLI struct {
 type Globals struct {
 	Chdir   string `name:"chdir" placeholder:"DIR" help:"Switch to DIR before doing anything else."`
 	NoColor bool   `name:"no-color" help:"Disable colour in output."`
-	Store   string `name:"store" placeholder:"DIR" env:"HEMRA_STORE" default:".hemra" help:"Store folder (state.db, blobs, logs), relative to the eval directory. Also $HEMRA_STORE."`
+	Store   string `name:"store" placeholder:"DIR" env:"HEMRA_STORE" default:".hemra" help:"Store folder (state.db, blobs, logs), relative to the eval directory."`
 
 	Stdin   io.Reader `kong:"-"`
 	Stdout  io.Writer `kong:"-"`
@@ -143,6 +143,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 		return 0
 	case errors.As(err, &code):
 		return int(code)
+	case errors.Is(err, errNotImplemented):
+		fmt.Fprintf(stderr, "Error: hemra %s is not implemented yet.\n", ctx.Command())
+		return 1
 	default:
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return 1
