@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/hemra-dev/hemra/internal/benchpool"
 	"github.com/hemra-dev/hemra/internal/testimages"
 	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/protocol/wire"
@@ -215,7 +216,7 @@ func BenchmarkDockerHarborApply200(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var bare, hemra time.Duration
 		for r := 0; r < rounds; r++ {
-			bare += timeN(b, n/rounds, parallelism, func() error { return bareHarbor(cli, img, tests, b.TempDir()) })
+			bare += benchpool.Time(n/rounds, parallelism, func() error { return bareHarbor(cli, img, tests, b.TempDir()) }, b.Error)
 			hemra += timeHarborApply(b, img, n/rounds, parallelism)
 		}
 		b.ReportMetric(bare.Seconds(), "bare-s")
@@ -264,29 +265,6 @@ eval "benchharbor" {
 		b.Fatalf("apply: %d\n%s", code, out.String())
 	}
 	return took
-}
-
-func timeN(b testing.TB, n, parallelism int, f func() error) time.Duration {
-	start := time.Now()
-	work := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < parallelism; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				if err := f(); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
-	return time.Since(start)
 }
 
 // bareHarbor is one Harbor attempt by hand (see BenchmarkDockerHarborApply200).

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/hemra-dev/hemra/internal/benchpool"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
 )
@@ -38,36 +38,13 @@ func BenchmarkDocker200(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var bare, hemra time.Duration
 		for r := 0; r < rounds; r++ {
-			bare += timeN(b, perRound, func() error { return bareRun(cli, img) })
-			hemra += timeN(b, perRound, func() error { return hemraAttempt(p, img, b.TempDir()) })
+			bare += benchpool.Time(perRound, benchParallelism, func() error { return bareRun(cli, img) }, b.Error)
+			hemra += benchpool.Time(perRound, benchParallelism, func() error { return hemraAttempt(p, img, b.TempDir()) }, b.Error)
 		}
 		b.ReportMetric(bare.Seconds(), "bare-s")
 		b.ReportMetric(hemra.Seconds(), "hemra-s")
 		b.ReportMetric(hemra.Seconds()/bare.Seconds(), "ratio")
 	}
-}
-
-func timeN(b *testing.B, n int, f func() error) time.Duration {
-	start := time.Now()
-	work := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < benchParallelism; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				if err := f(); err != nil {
-					b.Error(err)
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
-	return time.Since(start)
 }
 
 func bareRun(cli *client.Client, img string) error {
