@@ -2,11 +2,19 @@ GO ?= go
 
 .PHONY: build install test test-short bench quickstart vet fmt
 
+# hemra's in-sandbox programs (the MCP connector, ...) are built first and
+# embedded, so bin/hemra needs no Go toolchain to start sandboxes that use
+# them (docs/sandbox-programs.md). A plain `go install ./cmd/hemra` builds
+# them on first use instead.
+PREBUILT := internal/sandboxbin/prebuilt
+
 build:
-	$(GO) build -o bin/hemra ./cmd/hemra
+	$(GO) run ./internal/sandboxbin/prebuild $(PREBUILT)
+	$(GO) build -tags hemra_prebuilt -o bin/hemra ./cmd/hemra
 
 install:
-	$(GO) install ./cmd/hemra
+	$(GO) run ./internal/sandboxbin/prebuild $(PREBUILT)
+	$(GO) install -tags hemra_prebuilt ./cmd/hemra
 
 vet:
 	$(GO) vet ./...
