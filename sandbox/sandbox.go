@@ -117,6 +117,16 @@ type Spec struct {
 	// (docker: the log folders in the container's filesystem rather than
 	// bound host folders, so one commit is the whole snapshot).
 	WillSnapshot bool
+	// Mounts are host files or folders bound into this one instance on
+	// top of its settings' mounts: the host services the executor hands a
+	// sandbox (an MCP server's socket folder, hemra's connector binary, a
+	// model gateway's socket). Unlike Settings.Mounts they are per
+	// instance and never recorded, fingerprinted or labelled. Read-only
+	// unless Writable. A provider that cannot bind a host path into its
+	// instances (the local sandbox, a Docker Engine on another machine)
+	// refuses to start rather than drop them; the executor hands the local
+	// sandbox host paths through the environment instead.
+	Mounts []Mount
 }
 
 // Provider is one sandbox kind.

@@ -254,6 +254,15 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: !m.Writable})
 	}
+	if len(spec.Mounts) > 0 && !p.local() {
+		return nil, fmt.Errorf("the Docker Engine at %s is not on this machine: hemra cannot bind %s from this host into its containers", p.cli.DaemonHost(), spec.Mounts[0].Target)
+	}
+	for _, m := range spec.Mounts {
+		if !path.IsAbs(m.Target) || !filepath.IsAbs(m.Source) {
+			return nil, fmt.Errorf("mount %s → %s: both paths must be absolute", m.Source, m.Target)
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: !m.Writable})
+	}
 	// The log folders: on a local engine, host folders bound into the
 	// container, so they need no copy to create (they belong to the
 	// operator, who is the container's user by default) nor to read back.

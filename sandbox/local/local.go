@@ -157,6 +157,10 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	if spec.Workspace == "" {
 		return nil, errors.New("local sandbox: no workspace folder given")
 	}
+	if len(spec.Mounts) > 0 {
+		// A process on this host sees host paths as they are: nothing to bind.
+		return nil, fmt.Errorf("local sandbox: cannot bind %s into a process on this host; pass its host path instead", spec.Mounts[0].Target)
+	}
 	ws, err := filepath.Abs(spec.Workspace)
 	if err != nil {
 		return nil, err
