@@ -3,6 +3,7 @@ module github.com/hemra-dev/hemra
 go 1.26.0
 
 require (
+	github.com/agext/levenshtein v1.2.1
 	github.com/alecthomas/kong v1.17.0
 	github.com/distribution/reference v0.6.0
 	github.com/docker/cli v29.7.2+incompatible
@@ -20,7 +21,6 @@ require (
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -1,0 +1,466 @@
+// Package modeltest is a model API server for tests, in process on
+// 127.0.0.1: no model provider is reachable from this machine or CI. It
+// speaks the real wire formats of OpenAI's chat completions and responses
+// APIs and of Anthropic's messages API — request shapes, authentication
+// headers, response bodies with usage, error bodies, and server-sent event
+// streams — and answers from a script: a given text, a status such as 500,
+// or a slow answer.
+package modeltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Request is one request the server received.
+type Request struct {
+	Path    string
+	Header  http.Header
+	Body    []byte
+	Model   string
+	Stream  bool
+	System  string // the system prompt (OpenAI: the system message; Anthropic: system)
+	User    string // the user content's text parts, joined
+	Images  int    // image parts in the user content
+	Options map[string]json.RawMessage
+}
+
+// Reply is what the server answers to one request.
+type Reply struct {
+	Text   string        // the assistant's text
+	Status int           // 0 is 200; another status sends the provider's error body
+	Delay  time.Duration // wait before answering (a slow model)
+	// Usage reported; 0 means computed from the lengths.
+	InputTokens, OutputTokens int64
+	// Cost, when set, is reported as usage.cost (as OpenRouter does).
+	Cost *float64
+	// Hold, when set, pauses a streamed answer after its first piece of
+	// text until it is closed: a test sees the stream arrive as it is sent.
+	Hold <-chan struct{}
+}
+
+// Script answers a request.
+type Script func(r *Request) Reply
+
+// Server is a running test model server.
+type Server struct {
+	// URL is its base URL, "http://127.0.0.1:port" (no /v1).
+	URL string
+	// Key is the API key it requires (Bearer for OpenAI paths, x-api-key
+	// for Anthropic's).
+	Key string
+
+	srv    *http.Server
+	ln     net.Listener
+	mu     sync.Mutex
+	script Script
+	reqs   []*Request
+}
+
+// Start starts a server requiring key, answering with script. It stops
+// when the test ends.
+func Start(t testing.TB, key string, script Script) *Server {
+	t.Helper()
+	s, err := Listen(key, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Listen starts a server outside a test (benchmarks of a command).
+func Listen(key string, script Script) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), Key: key, ln: ln, script: script}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages", s.messages)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// SetScript replaces the script.
+func (s *Server) SetScript(script Script) {
+	s.mu.Lock()
+	s.script = script
+	s.mu.Unlock()
+}
+
+// Requests are the requests received so far, refused ones included.
+func (s *Server) Requests() []*Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Request(nil), s.reqs...)
+}
+
+// Count is how many requests arrived.
+func (s *Server) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+// read records a request and runs the script; ok is false when the
+// request was answered already (bad authentication or body).
+func (s *Server) read(w http.ResponseWriter, r *http.Request, anthropic bool) (*Request, Reply, bool) {
+	body, _ := io.ReadAll(r.Body)
+	req := &Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	script := s.script
+	s.mu.Unlock()
+
+	if anthropic {
+		if r.Header.Get("X-Api-Key") != s.Key {
+			writeError(w, true, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+			return nil, Reply{}, false
+		}
+		if r.Header.Get("Anthropic-Version") == "" {
+			writeError(w, true, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+			return nil, Reply{}, false
+		}
+	} else if r.Header.Get("Authorization") != "Bearer "+s.Key {
+		writeError(w, false, http.StatusUnauthorized, "invalid_request_error", "Incorrect API key provided.")
+		return nil, Reply{}, false
+	}
+	if err := json.Unmarshal(body, &req.Options); err != nil {
+		writeError(w, anthropic, http.StatusBadRequest, "invalid_request_error", "We could not parse the JSON body of your request.")
+		return nil, Reply{}, false
+	}
+	_ = json.Unmarshal(req.Options["model"], &req.Model)
+	_ = json.Unmarshal(req.Options["stream"], &req.Stream)
+	req.readContent(anthropic)
+	rep := Reply{Text: "{}"}
+	if script != nil {
+		rep = script(req)
+	}
+	if rep.Delay > 0 {
+		select {
+		case <-time.After(rep.Delay):
+		case <-r.Context().Done():
+			return nil, Reply{}, false
+		}
+	}
+	if rep.Status != 0 && rep.Status != http.StatusOK {
+		typ := "server_error"
+		if anthropic {
+			typ = "api_error"
+			if rep.Status == 529 {
+				typ = "overloaded_error"
+			}
+		}
+		writeError(w, anthropic, rep.Status, typ, fmt.Sprintf("scripted %d", rep.Status))
+		return nil, Reply{}, false
+	}
+	if rep.InputTokens == 0 {
+		rep.InputTokens = int64(len(req.System)+len(req.User))/4 + 1
+	}
+	if rep.OutputTokens == 0 {
+		rep.OutputTokens = int64(len(rep.Text))/4 + 1
+	}
+	return req, rep, true
+}
+
+// content is a message's content: a string or a list of typed parts.
+type part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+	Source *struct {
+		Type string `json:"type"`
+	} `json:"source"`
+}
+
+func contentText(raw json.RawMessage) (string, int) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, 0
+	}
+	var parts []part
+	_ = json.Unmarshal(raw, &parts)
+	var texts []string
+	images := 0
+	for _, p := range parts {
+		switch p.Type {
+		case "text", "input_text":
+			texts = append(texts, p.Text)
+		case "image_url", "image", "input_image":
+			images++
+		}
+	}
+	return strings.Join(texts, "\n"), images
+}
+
+func (req *Request) readContent(anthropic bool) {
+	type msg struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	var msgs []msg
+	if anthropic {
+		req.System, _ = contentText(req.Options["system"])
+		_ = json.Unmarshal(req.Options["messages"], &msgs)
+	} else if in, ok := req.Options["input"]; ok {
+		// responses: instructions plus input (a string or messages)
+		_ = json.Unmarshal(req.Options["instructions"], &req.System)
+		var s string
+		if json.Unmarshal(in, &s) == nil {
+			req.User = s
+			return
+		}
+		_ = json.Unmarshal(in, &msgs)
+	} else {
+		_ = json.Unmarshal(req.Options["messages"], &msgs)
+	}
+	var users []string
+	for _, m := range msgs {
+		text, images := contentText(m.Content)
+		switch m.Role {
+		case "system", "developer":
+			req.System = text
+		default:
+			users = append(users, text)
+			req.Images += images
+		}
+	}
+	req.User = strings.Join(users, "\n")
+}
+
+func writeError(w http.ResponseWriter, anthropic bool, status int, typ, msg string) {
+	var v any
+	if anthropic {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	} else {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// sse writes server-sent events, flushing each; event "" writes data only.
+type sse struct {
+	w http.ResponseWriter
+	f *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	return &sse{w: w, f: http.NewResponseController(w)}
+}
+
+func (s *sse) send(event string, data any) {
+	if event != "" {
+		fmt.Fprintf(s.w, "event: %s\n", event)
+	}
+	switch d := data.(type) {
+	case string:
+		fmt.Fprintf(s.w, "data: %s\n\n", d)
+	default:
+		b, _ := json.Marshal(d)
+		fmt.Fprintf(s.w, "data: %s\n\n", b)
+	}
+	_ = s.f.Flush()
+}
+
+// pieces sends a text in a few pieces, as a stream delivers it, holding
+// after the first when the reply says so.
+func pieces(rep Reply, send func(string)) {
+	for i, c := range chunks(rep.Text) {
+		send(c)
+		if i == 0 && rep.Hold != nil {
+			<-rep.Hold
+		}
+	}
+}
+
+func chunks(text string) []string {
+	var out []string
+	for len(text) > 16 {
+		out = append(out, text[:16])
+		text = text[16:]
+	}
+	return append(out, text)
+}
+
+func (s *Server) usage(rep Reply, openAIChat bool) map[string]any {
+	u := map[string]any{}
+	if openAIChat {
+		u["prompt_tokens"], u["completion_tokens"], u["total_tokens"] = rep.InputTokens, rep.OutputTokens, rep.InputTokens+rep.OutputTokens
+	} else {
+		u["input_tokens"], u["output_tokens"] = rep.InputTokens, rep.OutputTokens
+	}
+	if rep.Cost != nil {
+		u["cost"] = *rep.Cost
+	}
+	return u
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	req, rep, ok := s.read(w, r, false)
+	if !ok {
+		return
+	}
+	created := time.Now().Unix()
+	if !req.Stream {
+		writeJSON(w, map[string]any{
+			"id": "chatcmpl-hemra-test", "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{
+				"index": 0, "message": map[string]any{"role": "assistant", "content": rep.Text, "refusal": nil},
+				"logprobs": nil, "finish_reason": "stop",
+			}},
+			"usage": s.usage(rep, true),
+		})
+		return
+	}
+	st := newSSE(w)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": "chatcmpl-hemra-test", "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	st.send("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	pieces(rep, func(c string) { st.send("", chunk(map[string]any{"content": c}, nil)) })
+	st.send("", chunk(map[string]any{}, "stop"))
+	var opts struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	_ = json.Unmarshal(req.Options["stream_options"], &opts)
+	if opts.IncludeUsage {
+		st.send("", map[string]any{"id": "chatcmpl-hemra-test", "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{}, "usage": s.usage(rep, true)})
+	}
+	st.send("", "[DONE]")
+}
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	req, rep, ok := s.read(w, r, false)
+	if !ok {
+		return
+	}
+	resp := func(status string, text string, withUsage bool) map[string]any {
+		m := map[string]any{"id": "resp_hemra_test", "object": "response", "created_at": time.Now().Unix(), "status": status, "model": req.Model,
+			"output": []any{}}
+		if text != "" {
+			m["output"] = []any{map[string]any{"type": "message", "id": "msg_hemra_test", "status": "completed", "role": "assistant",
+				"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}}
+		}
+		if withUsage {
+			u := s.usage(rep, false)
+			u["total_tokens"] = rep.InputTokens + rep.OutputTokens
+			m["usage"] = u
+		}
+		return m
+	}
+	if !req.Stream {
+		writeJSON(w, resp("completed", rep.Text, true))
+		return
+	}
+	st := newSSE(w)
+	st.send("response.created", map[string]any{"type": "response.created", "response": resp("in_progress", "", false)})
+	pieces(rep, func(c string) {
+		st.send("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": "msg_hemra_test", "output_index": 0, "content_index": 0, "delta": c})
+	})
+	st.send("response.completed", map[string]any{"type": "response.completed", "response": resp("completed", rep.Text, true)})
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	req, rep, ok := s.read(w, r, true)
+	if !ok {
+		return
+	}
+	if _, ok := req.Options["max_tokens"]; !ok {
+		writeError(w, true, http.StatusBadRequest, "invalid_request_error", "max_tokens: Field required")
+		return
+	}
+	msg := func(content []any, u map[string]any, stop any) map[string]any {
+		return map[string]any{"id": "msg_hemra_test", "type": "message", "role": "assistant", "model": req.Model,
+			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": u}
+	}
+	if !req.Stream {
+		writeJSON(w, msg([]any{map[string]any{"type": "text", "text": rep.Text}}, s.usage(rep, false), "end_turn"))
+		return
+	}
+	st := newSSE(w)
+	st.send("message_start", map[string]any{"type": "message_start", "message": msg([]any{}, map[string]any{"input_tokens": rep.InputTokens, "output_tokens": 1}, nil)})
+	st.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+	pieces(rep, func(c string) {
+		st.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
+	})
+	st.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	u := map[string]any{"output_tokens": rep.OutputTokens}
+	if rep.Cost != nil {
+		u["cost"] = *rep.Cost
+	}
+	st.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": u})
+	st.send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+var criterionLine = regexp.MustCompile(`(?m)^- '([^']+)': .*\(score: (.*)\)$`)
+
+// Criteria are the criterion names and score forms a judge's system
+// prompt lists (rewardkit's criteria block).
+func Criteria(system string) (names, forms []string) {
+	for _, m := range criterionLine.FindAllStringSubmatch(system, -1) {
+		names = append(names, m[1])
+		forms = append(forms, m[2])
+	}
+	return names, forms
+}
+
+// Grade is a script that answers every criterion of a judge's prompt:
+// binary ones with yes, likert ones with their top score, numeric ones
+// with their maximum, each with reasoning, in the shape rewardkit asks for.
+func Grade(reasoning string) Script {
+	return func(r *Request) Reply { return Reply{Text: Answer(r.System, reasoning)} }
+}
+
+// Answer is the answer Grade gives to a system prompt.
+func Answer(system, reasoning string) string {
+	names, forms := Criteria(system)
+	entry := func(form string) map[string]any {
+		var score any = "yes"
+		if m := regexp.MustCompile(`from (\S+) to (\S+)`).FindStringSubmatch(form); m != nil {
+			var top float64
+			fmt.Sscan(m[2], &top)
+			score = top
+		}
+		return map[string]any{"score": score, "reasoning": reasoning}
+	}
+	var v any
+	if len(names) == 1 {
+		v = entry(forms[0])
+	} else {
+		m := map[string]any{}
+		for i, n := range names {
+			m[n] = entry(forms[i])
+		}
+		v = m
+	}
+	b, _ := json.Marshal(v)
+	return "```json\n" + string(b) + "\n```"
+}
