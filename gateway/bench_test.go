@@ -46,7 +46,7 @@ func BenchmarkModelCall(b *testing.B) {
 		}
 	})
 	b.Run("gateway", func(b *testing.B) {
-		g, c := start(&testing.T{}, Config{BaseURL: srv.URL + "/v1", Provider: OpenAI, Key: testKey, Blobs: &memBlobs{}})
+		g, c := start(b, Config{BaseURL: srv.URL + "/v1", Provider: OpenAI, Key: testKey, Blobs: &memBlobs{}})
 		defer g.Close()
 		for i := 0; i < b.N; i++ {
 			call(b, c, "http://gateway/v1/chat/completions", map[string]string{"Content-Type": "application/json"})

@@ -41,7 +41,7 @@ func (b *memBlobs) PutBlob(data []byte) (string, error) {
 
 // start serves a gateway in front of srv on a real socket, and returns a
 // client that speaks to it over that socket.
-func start(t *testing.T, cfg Config) (*Gateway, *http.Client) {
+func start(t testing.TB, cfg Config) (*Gateway, *http.Client) {
 	t.Helper()
 	g, err := New(cfg)
 	if err != nil {
