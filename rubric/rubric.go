@@ -167,10 +167,10 @@ func underTests(p string) bool { return p == "/tests" || strings.HasPrefix(p, "/
 
 var nonSlug = regexp.MustCompile(`[^a-z0-9]+`)
 
-// slug is rewardkit's default criterion name: the first 40 characters of
+// Slug is rewardkit's default criterion name: the first 40 characters of
 // the description, lower-cased, with every run of other characters than
 // a-z and 0-9 made one underscore, trimmed of underscores.
-func slug(description string) string {
+func Slug(description string) string {
 	s := description
 	if utf8.RuneCountInString(s) > 40 {
 		s = string([]rune(s)[:40])

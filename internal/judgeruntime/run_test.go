@@ -11,7 +11,7 @@ import (
 
 	"github.com/hemra-dev/hemra/gateway"
 	"github.com/hemra-dev/hemra/internal/modeltest"
-	"github.com/hemra-dev/hemra/rubric"
+	"github.com/hemra-dev/hemra/judgefile"
 )
 
 const key = "sk-judge-runtime-test"
@@ -40,7 +40,7 @@ func setup(t *testing.T, provider, api, src string, files map[string]string, max
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	r, diags := rubric.Parse("judge.toml", []byte(src), func(rel string) ([]byte, error) {
+	r, diags := judgefile.Parse("judge.toml", []byte(src), func(rel string) ([]byte, error) {
 		if s, ok := files["judge/"+rel]; ok {
 			return []byte(s), nil
 		}

@@ -1,4 +1,4 @@
-package rubric
+package judgefile
 
 import (
 	"bytes"
@@ -18,14 +18,15 @@ import (
 	toml "github.com/pelletier/go-toml/v2"
 
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/rubric"
 )
 
 // Load reads dir/judge.toml and the prompt template it names. Every
 // problem is a diagnostic at its line in the file: a syntax error, an
 // unknown key, a value of the wrong type or out of range, a template that
 // is missing or has no {criteria} placeholder.
-func Load(dir string) (*Rubric, hcl.Diagnostics) {
-	file := filepath.Join(dir, FileName)
+func Load(dir string) (*rubric.Rubric, hcl.Diagnostics) {
+	file := filepath.Join(dir, rubric.FileName)
 	src, err := os.ReadFile(file)
 	if err != nil {
 		return nil, hcl.Diagnostics{{
@@ -50,7 +51,7 @@ func Load(dir string) (*Rubric, hcl.Diagnostics) {
 // Parse parses judge.toml's bytes. filename names it in diagnostics;
 // readFile reads a file of the judge folder by its slash-separated path
 // relative to the folder (the prompt template, a reference solution).
-func Parse(filename string, src []byte, readFile func(rel string) ([]byte, error)) (*Rubric, hcl.Diagnostics) {
+func Parse(filename string, src []byte, readFile func(rel string) ([]byte, error)) (*rubric.Rubric, hcl.Diagnostics) {
 	if b, ok := bytes.CutPrefix(src, []byte("\xef\xbb\xbf")); ok {
 		// Keep positions where they are in the file.
 		src = append([]byte("   "), b...)
@@ -60,7 +61,7 @@ func Parse(filename string, src []byte, readFile func(rel string) ([]byte, error
 		return nil, hcl.Diagnostics{dataset.TOMLSyntaxDiagnostic(filename, "Invalid judge.toml", src, err)}
 	}
 	d := &decoder{filename: filename, src: src}
-	r := d.rubric(doc, readFile)
+	r := d.decode(doc, readFile)
 	sort.SliceStable(d.diags, func(i, j int) bool { return d.diags[i].Subject.Start.Byte < d.diags[j].Subject.Start.Byte })
 	return r, d.diags
 }
@@ -259,12 +260,12 @@ func (t *table) strings(k string) []string {
 	return out
 }
 
-func (d *decoder) rubric(doc map[string]any, readFile func(string) ([]byte, error)) *Rubric {
+func (d *decoder) decode(doc map[string]any, readFile func(string) ([]byte, error)) *rubric.Rubric {
 	root := &table{d: d, m: doc}
 	root.checkKeys(rootKeys, "judge.toml")
-	r := &Rubric{
-		Judge: DefaultJudge, Mode: ModeBatched, TimeoutSec: DefaultTimeoutSec, Weight: 1,
-		Aggregation: AggWeightedMean, Threshold: 0.5,
+	r := &rubric.Rubric{
+		Judge: rubric.DefaultJudge, Mode: rubric.ModeBatched, TimeoutSec: rubric.DefaultTimeoutSec, Weight: 1,
+		Aggregation: rubric.AggWeightedMean, Threshold: 0.5,
 	}
 
 	jv, hasJudge := doc["judge"]
@@ -301,7 +302,7 @@ func (d *decoder) rubric(doc map[string]any, readFile func(string) ([]byte, erro
 			d.errorf(p, "Duplicate criterion name", "criterion %d is named %q, like %s: the judge answers each criterion by its name, so names must differ (set name).", i+1, c.Name, prev)
 		}
 		seen[c.Name] = fmt.Sprintf("criterion %d", i+1)
-		if len(c.Files) > 0 && r.Mode == ModeBatched {
+		if len(c.Files) > 0 && r.Mode == rubric.ModeBatched {
 			d.errorf(p+".files", "Criterion files need individual mode", `per-criterion files require the judge to use mode = "individual". Set [judge].mode = "individual" or remove the criterion-level files.`)
 		}
 		r.Criteria = append(r.Criteria, c)
@@ -314,9 +315,9 @@ func (d *decoder) rubric(doc map[string]any, readFile func(string) ([]byte, erro
 		} else {
 			t := &table{d: d, path: "scoring", m: sm}
 			t.checkKeys(scoringKeys, "[scoring]")
-			r.Aggregation = t.str("aggregation", AggWeightedMean)
+			r.Aggregation = t.str("aggregation", rubric.AggWeightedMean)
 			switch r.Aggregation {
-			case AggWeightedMean, AggAllPass, AggAnyPass, AggThreshold:
+			case rubric.AggWeightedMean, rubric.AggAllPass, rubric.AggAnyPass, rubric.AggThreshold:
 			default:
 				d.errorf("scoring.aggregation", "Invalid aggregation", "aggregation must be one of weighted_mean, all_pass, any_pass, threshold; not %q.", r.Aggregation)
 			}
@@ -326,10 +327,10 @@ func (d *decoder) rubric(doc map[string]any, readFile func(string) ([]byte, erro
 	return r
 }
 
-func (d *decoder) judgeTable(r *Rubric, t *table, readFile func(string) ([]byte, error)) {
+func (d *decoder) judgeTable(r *rubric.Rubric, t *table, readFile func(string) ([]byte, error)) {
 	t.checkKeys(judgeKeys, "[judge]")
-	r.Judge = t.str("judge", DefaultJudge)
-	if slices.Contains(AgentJudges, r.Judge) {
+	r.Judge = t.str("judge", rubric.DefaultJudge)
+	if slices.Contains(rubric.AgentJudges, r.Judge) {
 		d.errorf("judge.judge", "Agent judges are not supported", "%q is one of rewardkit's agent judges, a CLI that explores the workspace with its own tools and network. hemra runs LLM judges only, with no network and through its model gateway: name a model instead (\"anthropic/claude-sonnet-4-6\").", r.Judge)
 	}
 	if strings.TrimSpace(r.Judge) == "" {
@@ -337,11 +338,11 @@ func (d *decoder) judgeTable(r *Rubric, t *table, readFile func(string) ([]byte,
 	}
 	r.Model = t.str("model", "")
 	r.Files = d.paths(t, "files")
-	r.Mode = t.str("mode", ModeBatched)
-	if r.Mode != ModeBatched && r.Mode != ModeIndividual {
+	r.Mode = t.str("mode", rubric.ModeBatched)
+	if r.Mode != rubric.ModeBatched && r.Mode != rubric.ModeIndividual {
 		d.errorf("judge.mode", "Invalid mode", "mode must be \"batched\" (one call for every criterion) or \"individual\" (one call per criterion), not %q.", r.Mode)
 	}
-	if n, ok := t.integer("timeout", DefaultTimeoutSec); ok {
+	if n, ok := t.integer("timeout", rubric.DefaultTimeoutSec); ok {
 		if n <= 0 {
 			d.errorf("judge.timeout", "Invalid timeout", "timeout is in seconds and must be positive, not %d.", n)
 		} else {
@@ -387,7 +388,7 @@ func (d *decoder) judgeTable(r *Rubric, t *table, readFile func(string) ([]byte,
 			r.MaxTokens = n
 		}
 	}
-	r.Sees = Inputs{
+	r.Sees = rubric.Inputs{
 		Instruction: t.boolean("instruction"),
 		LastMessage: t.boolean("last_message"),
 		Artifacts:   t.boolean("artifacts"),
@@ -416,23 +417,23 @@ func (d *decoder) judgeTable(r *Rubric, t *table, readFile func(string) ([]byte,
 	}
 }
 
-func (d *decoder) criterion(t *table, i int) Criterion {
+func (d *decoder) criterion(t *table, i int) rubric.Criterion {
 	t.checkKeys(criterionKeys, "[[criterion]]")
-	c := Criterion{Type: TypeBinary, Points: 5, Min: 0, Max: 1, Weight: 1}
+	c := rubric.Criterion{Type: rubric.TypeBinary, Points: 5, Min: 0, Max: 1, Weight: 1}
 	c.Description = t.str("description", "")
 	if _, ok := t.m["description"]; !ok {
 		d.errorf(t.path, "Criterion without description", "criterion %d has no description: say what the judge evaluates (this text is sent to the model).", i+1)
 	}
 	c.Name = t.str("name", "")
 	if c.Name == "" {
-		c.Name = slug(c.Description)
+		c.Name = rubric.Slug(c.Description)
 	}
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("criterion_%d", i)
 	}
-	c.Type = t.str("type", TypeBinary)
+	c.Type = t.str("type", rubric.TypeBinary)
 	switch c.Type {
-	case TypeBinary, TypeLikert, TypeNumeric:
+	case rubric.TypeBinary, rubric.TypeLikert, rubric.TypeNumeric:
 	default:
 		d.errorf(t.key("type"), "Invalid criterion type", "type must be binary, likert or numeric, not %q.", c.Type)
 	}
@@ -445,7 +446,7 @@ func (d *decoder) criterion(t *table, i int) Criterion {
 	}
 	c.Min, _ = t.number("min", 0)
 	c.Max, _ = t.number("max", 1)
-	if c.Type == TypeNumeric && c.Max <= c.Min {
+	if c.Type == rubric.TypeNumeric && c.Max <= c.Min {
 		d.errorf(t.key("max"), "Invalid numeric range", "max (%g) must be greater than min (%g).", c.Max, c.Min)
 	}
 	if w, ok := t.number("weight", 1); ok {
