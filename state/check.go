@@ -25,16 +25,44 @@ type CheckReport struct {
 	// OrphanBlobs are blobs no record names, and temporary files a crash
 	// left behind: harmless, listed so they can be removed by hand.
 	OrphanBlobs []string `json:"orphan_blobs,omitempty"`
+	// OrphanLogs are event logs no attempt record names (what restoring
+	// an older backup leaves): harmless too.
+	OrphanLogs []string `json:"orphan_logs,omitempty"`
 }
+
+// ErrNoState is returned by Check for a store folder, or a state.db, that
+// does not exist: there is nothing to check.
+var ErrNoState = errors.New("no state to check")
 
 // Check reads the whole store and reports inconsistencies. It reads every
 // blob to verify its hash, so it takes as long as reading the store once.
+//
+// It first runs bbolt's consistency check over state.db (every page
+// reachable, nothing freed twice, keys in order, every key and value inside
+// the file); a state.db that fails it is reported without reading its
+// records: the report lists what the check found, and the error is a
+// *DamagedError. A state.db damaged beyond reading gives a *DamagedError
+// and no report.
 func (s *Store) Check() (*CheckReport, error) {
+	if _, exists, err := statSize(filepath.Join(s.dir, dbFile)); err != nil {
+		return nil, err
+	} else if !exists && s.traces() == "" {
+		return nil, fmt.Errorf("%s: %w: there is no %s (hemra apply creates it)", s.dir, ErrNoState, dbFile)
+	}
 	r := &CheckReport{}
 	named := map[string]string{} // blob -> first record naming it
+	ids := map[string]bool{}     // every attempt id recorded
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
+	damagedDB := false
 	err := s.View(func(v *View) error {
 		if v.tx == nil {
+			return nil
+		}
+		if found := verify(v.tx, 50); len(found) > 0 {
+			damagedDB = true
+			for _, p := range found {
+				problem("%s: %s", dbFile, p)
+			}
 			return nil
 		}
 		attempts := v.bucket(bucketAttempts)
@@ -44,6 +72,7 @@ func (s *Store) Check() (*CheckReport, error) {
 		err := attempts.ForEach(func(k, val []byte) error {
 			r.Attempts++
 			id := string(k)
+			ids[id] = true
 			a, err := decodeAttempt(id, val)
 			if err != nil {
 				problem("attempts/%s: %v", id, err)
@@ -61,6 +90,14 @@ func (s *Store) Check() (*CheckReport, error) {
 			for _, in := range a.Manifest.Inputs {
 				if ValidSHA256(in.Blob) {
 					named[in.Blob] = fmt.Sprintf("attempt %s input %s", id, in.Path)
+				}
+			}
+			if a.Outcome != nil && a.Outcome.EventsLog != "" {
+				rel := filepath.Clean(filepath.FromSlash(a.Outcome.EventsLog))
+				if !filepath.IsLocal(rel) {
+					problem("attempts/%s: event log %q lies outside the store", id, a.Outcome.EventsLog)
+				} else if _, err := os.Stat(filepath.Join(s.dir, rel)); err != nil {
+					problem("attempts/%s (%s): event log %s is missing", id, a.Address, a.Outcome.EventsLog)
 				}
 			}
 			if a.Outcome != nil {
@@ -131,6 +168,10 @@ func (s *Store) Check() (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if damagedDB {
+		sort.Strings(r.Problems)
+		return r, damaged(s.dir, fmt.Sprintf("bbolt's consistency check found %d problem(s) (listed above)", len(r.Problems)))
+	}
 
 	found := map[string]bool{}
 	root := filepath.Join(s.dir, blobsDir, "sha256")
@@ -173,8 +214,19 @@ func (s *Store) Check() (*CheckReport, error) {
 			problem("%s names blob %s, which is missing", by, sha)
 		}
 	}
+	if entries, err := os.ReadDir(filepath.Join(s.dir, eventsDir)); err == nil {
+		for _, e := range entries {
+			// A log is named by its attempt's id, also while the attempt
+			// runs and its record does not name it yet.
+			id, ok := strings.CutSuffix(e.Name(), ".jsonl")
+			if ok && !ids[id] {
+				r.OrphanLogs = append(r.OrphanLogs, filepath.Join(eventsDir, e.Name()))
+			}
+		}
+	}
 	sort.Strings(r.Problems)
 	sort.Strings(r.OrphanBlobs)
+	sort.Strings(r.OrphanLogs)
 	return r, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -24,20 +23,46 @@ type View struct {
 // of reads. Keep fn short and never write from inside it: while it runs, the
 // writer's next batch waits.
 func (s *Store) View(fn func(v *View) error) error {
-	// An empty state.db is one a writer is creating, or was killed while
-	// creating: no state yet, and nothing bbolt could open read-only.
-	if st, err := os.Stat(filepath.Join(s.dir, dbFile)); err == nil && st.Size() == 0 {
-		return fn(&View{})
-	}
-	db, err := s.openDB(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fn(&View{})
-	}
-	if err != nil {
+	db, err := s.openForRead()
+	if err != nil || db == nil {
+		if err == nil {
+			err = fn(&View{})
+		}
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error { return fn(&View{tx: tx}) })
+	return s.viewDB(db, fn)
+}
+
+// openForRead opens state.db read-only; nil, nil when there is no state
+// yet. A missing or empty state.db beside what only a recorded state
+// leaves is a lost state (lostState).
+func (s *Store) openForRead() (*bolt.DB, error) {
+	size, exists, err := statSize(filepath.Join(s.dir, dbFile))
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if !exists || size == 0 {
+		return nil, s.lostState(!exists)
+	}
+	db, err := s.openDB(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, s.lostState(true)
+	}
+	return db, err
+}
+
+// viewDB runs fn in one read transaction of db, guarded: a damaged page
+// gives a *DamagedError, never a crash.
+func (s *Store) viewDB(db *bolt.DB, fn func(v *View) error) error {
+	return s.guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if err := s.checkSize(tx); err != nil {
+				return err
+			}
+			return fn(&View{tx: tx})
+		})
+	})
 }
 
 func (v *View) bucket(name []byte) *bolt.Bucket {
@@ -291,14 +316,8 @@ func (s *Store) Run(id string) (r *Run, err error) {
 // order; parts run concurrently, so fn must be safe for that. A plan over
 // 100,000 attempts reads its state on every CPU this way.
 func (s *Store) ForEachCurrentSplit(bounds []string, fn func(part int, addr string, c Current) error) error {
-	if st, err := os.Stat(filepath.Join(s.dir, dbFile)); err == nil && st.Size() == 0 {
-		return nil // no state yet (see View)
-	}
-	db, err := s.openDB(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	db, err := s.openForRead()
+	if err != nil || db == nil {
 		return err
 	}
 	defer db.Close()
@@ -308,8 +327,8 @@ func (s *Store) ForEachCurrentSplit(bounds []string, fn func(part int, addr stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[part] = db.View(func(tx *bolt.Tx) error {
-				b := tx.Bucket(bucketCurrent)
+			errs[part] = s.viewDB(db, func(v *View) error {
+				b := v.bucket(bucketCurrent)
 				if b == nil {
 					return nil
 				}

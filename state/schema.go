@@ -12,6 +12,12 @@ import (
 // this file. A change here is a change of format: bump FormatVersion and add
 // a migration.
 
+// Beside state.db, a store holds state.db.backup (backup.go): a byte copy
+// of state.db in the same format, taken after bbolt's consistency check by
+// a writer that recorded something, never read except to name it in the
+// message about a damaged state.db and to compare its meta (lineage,
+// serial) with the live one.
+
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
 const FormatVersion = 1

@@ -49,6 +49,7 @@ type Store struct {
 	closed  bool
 
 	opens atomic.Int64 // state.db opens, for DBOpens
+	wrote atomic.Bool  // a batch was committed: Close refreshes the backup
 }
 
 // DBOpens is how many times this Store has opened state.db: one per read
@@ -146,8 +147,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close lets go of the writer lock after every pending write is committed.
-// Closing a reader does nothing. Close may be called more than once.
+// Close lets go of the writer lock after every pending write is committed,
+// and, when this writer changed the state, checks it and refreshes
+// state.db.backup (verifyAndBackup). Closing a reader does nothing. Close
+// may be called more than once.
 func (s *Store) Close() error {
 	if !s.opts.Writer {
 		return nil
@@ -161,7 +164,11 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.stopped
-	return releaseWriterLock(s.lock)
+	var err error
+	if s.wrote.Load() {
+		err = s.verifyAndBackup()
+	}
+	return errors.Join(err, releaseWriterLock(s.lock))
 }
 
 // Dir is the store folder.
@@ -205,30 +212,42 @@ func validID(id string) bool {
 }
 
 // openDB opens state.db for one transaction. See pollFlock for why the
-// flock is taken before bbolt's.
+// flock is taken before bbolt's. A file bbolt cannot open as a database
+// gives a *DamagedError.
 func (s *Store) openDB(write bool) (*bolt.DB, error) {
 	path := filepath.Join(s.dir, dbFile)
 	timeout := s.opts.BusyTimeout
 	s.opens.Add(1)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		ReadOnly: !write,
-		Timeout:  timeout,
-		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag, perm)
-			if err != nil {
-				return nil, err
-			}
-			if err := s.lockDB(f, write, timeout); err != nil {
-				f.Close()
-				return nil, err
-			}
-			return f, nil
-		},
+	var db *bolt.DB
+	err := s.guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			ReadOnly: !write,
+			Timeout:  timeout,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				if err != nil {
+					return nil, err
+				}
+				if err := s.lockDB(f, write, timeout); err != nil {
+					f.Close()
+					return nil, err
+				}
+				return f, nil
+			},
+		})
+		return err
 	})
 	if errors.Is(err, errBusy) || errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%s is busy: another process has held it for more than %s", path, timeout)
 	}
+	if errors.Is(err, ErrDamaged) {
+		return nil, err
+	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if d := s.boltDamage(err); d != err {
+			return nil, d
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	return db, err
@@ -251,45 +270,98 @@ func (s *Store) lockDB(f *os.File, exclusive bool, timeout time.Duration) error 
 	return pollFlock(f, exclusive, timeout)
 }
 
-// initDB creates or upgrades state.db. Only a writer calls it.
+// initDB creates or upgrades state.db. Only a writer calls it. A new
+// state.db is built under a temporary name and renamed into place, so an
+// empty or missing state.db never means "being created": beside blobs,
+// event logs or a backup it is a lost state, refused.
 func (s *Store) initDB() error {
+	path := filepath.Join(s.dir, dbFile)
+	size, exists, err := statSize(path)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if !exists || size == 0 {
+		if err := s.lostState(!exists); err != nil {
+			return err
+		}
+		if err := s.createDB(); err != nil {
+			return fmt.Errorf("creating %s: %w", path, err)
+		}
+	}
+	// Read-only first: bbolt opening a damaged file for writing can crash
+	// before a transaction begins, and the backup is taken before an
+	// upgrade changes anything.
+	if err := s.verifyAndBackup(); err != nil {
+		return err
+	}
 	db, err := s.openDB(true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	return s.guard(func() error { return s.upgrade(db) })
+}
+
+// createDB writes a new, initialised state.db: a fresh lineage, serial 0.
+func (s *Store) createDB() error {
+	path := filepath.Join(s.dir, dbFile)
+	tmp := path + ".new"
+	_ = os.Remove(tmp)
+	db, err := bolt.Open(tmp, 0o600, nil)
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if err := putUint64(meta, keyFormatVersion, FormatVersion); err != nil {
+			return err
+		}
+		if err := meta.Put(keyLineage, []byte(newLineage())); err != nil {
+			return err
+		}
+		return putUint64(meta, keySerial, 0)
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// upgrade brings an older state.db to FormatVersion in one transaction,
+// and refuses a newer one.
+func (s *Store) upgrade(db *bolt.DB) error {
 	var version uint64
-	var fresh bool
-	err = db.View(func(tx *bolt.Tx) error {
+	err := db.View(func(tx *bolt.Tx) error {
+		if err := s.checkSize(tx); err != nil {
+			return err
+		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
-			fresh = tx.Bucket(bucketAttempts) == nil
 			return nil
 		}
 		v, _, err := getUint64(meta, keyFormatVersion)
 		version = v
 		return err
 	})
+	if errors.Is(err, ErrDamaged) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", filepath.Join(s.dir, dbFile), err)
 	}
 	switch {
-	case fresh:
-		return db.Update(func(tx *bolt.Tx) error {
-			for _, name := range allBuckets {
-				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-					return err
-				}
-			}
-			meta := tx.Bucket(bucketMeta)
-			if err := putUint64(meta, keyFormatVersion, FormatVersion); err != nil {
-				return err
-			}
-			if err := meta.Put(keyLineage, []byte(newLineage())); err != nil {
-				return err
-			}
-			return putUint64(meta, keySerial, 0)
-		})
 	case version > FormatVersion:
 		return errNewerFormat(s.dir, version)
 	case version < FormatVersion:
@@ -353,4 +425,28 @@ func ensureFile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Exposure lists what in the store other users of this machine can read:
+// the store folder, state.db or its backup with group or other permission
+// bits. The store holds every prompt, event and artifact hemra recorded, so
+// apply and doctor warn about each; docs/state.md says to chmod 700. Empty
+// when the store is private or does not exist.
+func (s *Store) Exposure() []string {
+	var out []string
+	check := func(path, fix string) {
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm()&0o077 == 0 {
+			return
+		}
+		out = append(out, fmt.Sprintf("%s is open to other users of this machine (%s): it holds every prompt, event and artifact hemra recorded; run `%s`",
+			path, st.Mode(), fix))
+	}
+	check(s.dir, "chmod 700 "+s.dir)
+	if st, err := os.Stat(s.dir); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return out // chmod 700 on the folder protects all it holds
+	}
+	check(filepath.Join(s.dir, dbFile), "chmod 600 "+filepath.Join(s.dir, dbFile))
+	check(s.BackupPath(), "chmod 600 "+s.BackupPath())
+	return out
 }

@@ -88,16 +88,24 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		var failed *writeReq
 		var failErr error
-		err := db.Update(func(tx *bolt.Tx) error {
-			for _, r := range batch {
-				if err := r.fn(tx); err != nil {
-					failed, failErr = r, err
+		err := s.guard(func() error {
+			return db.Update(func(tx *bolt.Tx) error {
+				if err := s.checkSize(tx); err != nil {
 					return err
 				}
-			}
-			return bumpSerial(tx)
+				for _, r := range batch {
+					if err := r.fn(tx); err != nil {
+						failed, failErr = r, err
+						return err
+					}
+				}
+				return bumpSerial(tx)
+			})
 		})
 		if failed == nil {
+			if err == nil {
+				s.wrote.Store(true)
+			}
 			for _, r := range batch {
 				results[r] = err
 			}

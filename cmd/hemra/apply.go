@@ -64,6 +64,9 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		return lockError(g, err)
 	}
 	defer store.Close()
+	for _, w := range store.Exposure() {
+		fmt.Fprintf(g.Stderr, "Warning: %s\n", w)
+	}
 	meta, err := store.Meta()
 	if err != nil {
 		return err

@@ -33,7 +33,9 @@ type DoctorCmd struct {
 }
 
 func (c *DoctorCmd) Help() string {
-	return `Lists every sandbox kind, whether it is available here (the Docker
+	return `Says how much disk the store takes (state.db, its backup, blobs, event
+logs, work folders) and warns when other users can read it. Lists every
+sandbox kind, whether it is available here (the Docker
 Engine's version; a bridge program for modal, fly and sprites found as
 hemra-sandbox-<kind> on PATH or by HEMRA_SANDBOX_<KIND>_BIN), and what each
 sandbox declared in the eval directory enforces as configured.
@@ -81,16 +83,47 @@ type doctorSandbox struct {
 }
 
 type doctorReport struct {
+	Store       *doctorStore        `json:"store,omitempty"`
 	Kinds       []doctorKind        `json:"kinds"`
 	Sandboxes   []doctorSandbox     `json:"sandboxes"`
 	ConfigError string              `json:"config_error,omitempty"`
 	Prune       *docker.PruneReport `json:"prune,omitempty"`
 }
 
+// doctorStore is what doctor says of the store: its size part by part,
+// who else can read it, and whether its state file reads.
+type doctorStore struct {
+	Path     string       `json:"path"`
+	Exists   bool         `json:"exists"`
+	Usage    *state.Usage `json:"usage,omitempty"`
+	Warnings []string     `json:"warnings,omitempty"`
+	Error    string       `json:"error,omitempty"`
+}
+
+func inspectStore(g *Globals) *doctorStore {
+	ds := &doctorStore{Path: g.StorePath()}
+	if _, err := os.Stat(ds.Path); err != nil {
+		return ds
+	}
+	ds.Exists = true
+	st, err := state.Open(ds.Path, state.Options{})
+	if err != nil {
+		ds.Error = err.Error()
+		return ds
+	}
+	if u, err := st.Usage(); err != nil {
+		ds.Error = err.Error()
+	} else {
+		ds.Usage = &u
+	}
+	ds.Warnings = st.Exposure()
+	return ds
+}
+
 func (c *DoctorCmd) Run(g *Globals) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep := &doctorReport{}
+	rep := &doctorReport{Store: inspectStore(g)}
 	avail := map[string]bool{}
 
 	var dockerProvider *docker.Provider
@@ -149,6 +182,20 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		}
 	}
 	return nil
+}
+
+// sizeString is a byte count for people: 0 B, 812 B, 4.0 KiB, 1.3 GiB.
+func sizeString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // findBridge looks for a managed sandbox's bridge program:
@@ -340,6 +387,24 @@ func (j *snapshotJudge) judge(im docker.SnapshotImage) (bool, string) {
 }
 
 func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
+	if s := rep.Store; s != nil {
+		switch {
+		case !s.Exists:
+			fmt.Fprintf(w, "Store %s: none yet (hemra apply creates it).\n", s.Path)
+		case s.Usage != nil:
+			u := s.Usage
+			fmt.Fprintf(w, "Store %s: %s on disk (state.db %s, backup %s, %d blobs %s, %d event logs %s, %d work folders %s).\n",
+				s.Path, sizeString(u.Total()), sizeString(u.StateDB), sizeString(u.Backup), u.BlobCount, sizeString(u.Blobs),
+				u.EventLogs, sizeString(u.Events), u.WorkFolder, sizeString(u.Work))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(w, "Store %s: %s\n", s.Path, s.Error)
+		}
+		for _, warn := range s.Warnings {
+			fmt.Fprintf(w, "  Warning: %s\n", warn)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "Sandbox kinds:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, k := range rep.Kinds {

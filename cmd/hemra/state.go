@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -346,11 +347,17 @@ type StateCheckCmd struct {
 }
 
 func (c *StateCheckCmd) Help() string {
-	return `Reads the whole store and reports inconsistencies: a record naming a missing
-blob or attempt, a blob whose content does not match its hash, an index out of
-step with the records. Orphan blobs (stored, named by no record: what a crash
-between storing a blob and recording it leaves) are listed too; they are
-harmless. Exit status 1 when there is an inconsistency.
+	return `Reads the whole store and reports inconsistencies. It first runs bbolt's
+consistency check over state.db (every page reachable and inside the file,
+nothing freed twice, keys in order); a state.db that fails it is reported with
+how to restore the last good copy (state.db.backup). Then it checks the
+records: a record naming a missing blob, event log or attempt, a blob whose
+content does not match its hash, an index out of step with the records.
+Orphan blobs and event logs (stored, named by no record: what a crash between
+storing a file and recording it leaves, or what restoring an older backup
+leaves) are listed too; they are harmless. A store that does not exist is an
+error: there is nothing to check. Exit status 1 when there is an
+inconsistency.
 
 Example:
 
@@ -363,6 +370,19 @@ func (c *StateCheckCmd) Run(g *Globals) error {
 		return err
 	}
 	rep, err := store.Check()
+	if errors.Is(err, state.ErrDamaged) && rep != nil {
+		// bbolt's consistency check failed: what it found, then what to do.
+		if c.JSON {
+			_ = writeJSON(g.Stdout, map[string]any{"format_version": stateJSONVersion, "check": rep, "damaged": true})
+			return exitError(1)
+		}
+		fmt.Fprintf(g.Stdout, "%s fails bbolt's consistency check: %d problem(s):\n", filepath.Join(g.StorePath(), "state.db"), len(rep.Problems))
+		for _, p := range rep.Problems {
+			fmt.Fprintf(g.Stdout, "  %s\n", p)
+		}
+		fmt.Fprintln(g.Stdout)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -372,9 +392,9 @@ func (c *StateCheckCmd) Run(g *Globals) error {
 		}
 	} else {
 		fmt.Fprintf(g.Stdout, "%d attempts at %d addresses, %d blobs.\n", rep.Attempts, rep.Addresses, rep.Blobs)
-		if len(rep.OrphanBlobs) > 0 {
-			fmt.Fprintf(g.Stdout, "\n%d orphan files (harmless; no record names them):\n", len(rep.OrphanBlobs))
-			for _, o := range rep.OrphanBlobs {
+		if n := len(rep.OrphanBlobs) + len(rep.OrphanLogs); n > 0 {
+			fmt.Fprintf(g.Stdout, "\n%d orphan files (harmless; no record names them):\n", n)
+			for _, o := range append(rep.OrphanBlobs, rep.OrphanLogs...) {
 				fmt.Fprintf(g.Stdout, "  %s\n", o)
 			}
 		}

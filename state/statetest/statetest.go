@@ -6,6 +6,7 @@ package statetest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ func Run(t *testing.T, open Opener) {
 	t.Run("NewerFormatRefused", s.newerFormatRefused)
 	t.Run("BadInputRefused", s.badInputRefused)
 	t.Run("CheckFindsInconsistencies", s.checkFindsInconsistencies)
+	t.Run("CheckFindsMissingEventLog", s.checkFindsMissingEventLog)
+	t.Run("CheckOfMissingStore", s.checkOfMissingStore)
+	t.Run("DamagedFileReported", s.damagedFileReported)
+	t.Run("BackupOnClose", s.backupOnClose)
 	t.Run("BulkAdd", s.bulkAdd)
 }
 
@@ -857,6 +862,162 @@ func (s suite) checkFindsInconsistencies(t *testing.T) {
 	}
 	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "out.txt") || !strings.Contains(rep.Problems[0], "missing") {
 		t.Errorf("Check problems = %q, want one naming the missing artifact blob", rep.Problems)
+	}
+}
+
+// checkFindsMissingEventLog: an attempt's record names its event log; Check
+// reports one deleted by hand, and lists a log no record names.
+func (s suite) checkFindsMissingEventLog(t *testing.T) {
+	dir := t.TempDir()
+	w := s.writer(t, dir)
+	a := Attempt("e/h/t#1", "fp")
+	a.ID = state.NewID()
+	a.Transitions = []state.Transition{{Status: state.StatusFinished}}
+	log := w.EventLogPath(a.ID)
+	if err := os.WriteFile(log, []byte(`{"type":"log"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.Outcome = &state.Outcome{EventsLog: "events/" + filepath.Base(log)}
+	mustAdd(t, w, a)
+	if rep, err := w.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("Check with the log in place = %+v, %v; want clean", rep, err)
+	}
+	if err := os.Remove(log); err != nil {
+		t.Fatal(err)
+	}
+	stray := w.EventLogPath(state.NewID())
+	if err := os.WriteFile(stray, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], "event log") || !strings.Contains(rep.Problems[0], "missing") || !strings.Contains(rep.Problems[0], a.ID) {
+		t.Errorf("Check problems = %q, want one naming %s's missing event log", rep.Problems, a.ID)
+	}
+	if len(rep.OrphanLogs) != 1 || !strings.HasSuffix(rep.OrphanLogs[0], filepath.Base(stray)) {
+		t.Errorf("Check orphan logs = %q, want %s", rep.OrphanLogs, filepath.Base(stray))
+	}
+}
+
+// checkOfMissingStore: there is nothing to check in a store that does not
+// exist, which Check says instead of "no inconsistencies".
+func (s suite) checkOfMissingStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nowhere")
+	r := s.reader(t, dir)
+	if rep, err := r.Check(); !errors.Is(err, state.ErrNoState) {
+		t.Errorf("Check of a missing store = %+v, %v; want ErrNoState", rep, err)
+	}
+}
+
+// damagedFileReported: a state.db with a flipped byte in a page it uses is
+// reported as damaged by every read, by a writer's open and by Check, with
+// no crash and nothing written.
+func (s suite) damagedFileReported(t *testing.T) {
+	dir := t.TempDir()
+	w := s.writer(t, dir)
+	for i := range 50 {
+		mustAdd(t, w, Attempt(fmt.Sprintf("e/h/t%02d#1", i), "fp"))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "state.db")
+	good, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"truncated", good[:3*4096]},
+		{"root page flipped", flipped(good, rootPage(good)*4096+8)},
+		{"meta pages flipped", flipped(flipped(good, 20), 4096+20)},
+	} {
+		if err := os.WriteFile(db, tc.data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A reader's open reads the format version: it may see the
+		// damage already.
+		r, err := s.open(t, dir, state.Options{})
+		if err == nil {
+			_, err = r.Check()
+		}
+		if !errors.Is(err, state.ErrDamaged) {
+			t.Errorf("%s: open and Check = %v, want ErrDamaged", tc.name, err)
+		}
+		if w, err := s.open(t, dir, state.Options{Writer: true}); !errors.Is(err, state.ErrDamaged) {
+			t.Errorf("%s: writer open = %v, want ErrDamaged", tc.name, err)
+			if err == nil {
+				w.Close()
+			}
+		}
+		after, _ := os.ReadFile(db)
+		if !bytes.Equal(after, tc.data) {
+			t.Errorf("%s: the damaged file was changed", tc.name)
+		}
+	}
+}
+
+// rootPage is the page of the root bucket in a bbolt file with 4 KiB pages,
+// read from the newer of its two meta pages (page header 16 bytes, then
+// magic, version, page size, flags, root bucket {pgid, sequence},
+// freelist, pgid, txid).
+func rootPage(db []byte) int {
+	meta := func(page int) (root, txid uint64) {
+		m := db[page*4096+16:]
+		return binary.LittleEndian.Uint64(m[16:]), binary.LittleEndian.Uint64(m[48:])
+	}
+	r0, t0 := meta(0)
+	r1, t1 := meta(1)
+	if t1 > t0 {
+		return int(r1)
+	}
+	return int(r0)
+}
+
+func flipped(b []byte, off int) []byte {
+	out := bytes.Clone(b)
+	out[off] ^= 0xff
+	return out
+}
+
+// backupOnClose: a writer that recorded something leaves state.db.backup
+// equal to the state it closed; one that recorded nothing leaves none.
+func (s suite) backupOnClose(t *testing.T) {
+	dir := t.TempDir()
+	w := s.writer(t, dir)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.BackupPath()); err == nil {
+		t.Errorf("a writer that recorded nothing left a backup")
+	}
+	w = s.writer(t, dir)
+	mustAdd(t, w, Attempt("e/h/t#1", "fp"))
+	want := mustMeta(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "restored")
+	data, err := os.ReadFile(w.BackupPath())
+	if err != nil {
+		t.Fatalf("no backup after a writer recorded an attempt: %v", err)
+	}
+	if err := os.MkdirAll(backup, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(backup, "state.db"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := s.reader(t, backup)
+	if got := mustMeta(t, r); got != want {
+		t.Errorf("backup holds %+v, want the state the writer closed, %+v", got, want)
+	}
+	if _, err := r.CurrentAttempt("e/h/t#1"); err != nil {
+		t.Errorf("backup lacks the attempt: %v", err)
 	}
 }
 
