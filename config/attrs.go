@@ -94,10 +94,67 @@ func (d *attrDecoder) value(name string) (v cty.Value, a *hcl.Attribute, ok bool
 		return cty.NilVal, a, false
 	}
 	u, marks := v.UnmarkDeep()
-	if len(marks) > 0 {
+	if len(marks) > 0 && !d.sensitive[name] {
 		d.sensitive[name] = true
+		// A reference to a block carries the marks of the block's own
+		// attributes, which that block's decoder judged.
+		if !sensitiveAllowed[d.typ+"."+d.prefix+name] && !isReference(u) {
+			d.sensitiveRefused(a)
+			return cty.NilVal, a, false
+		}
 	}
 	return u, a, true
+}
+
+// isReference reports whether v is a reference to a block, or a list of
+// them (harnesses = [harness.a, harness.b]).
+func isReference(v cty.Value) bool {
+	t := v.Type()
+	switch {
+	case t.IsObjectType():
+		return t.HasAttribute(refKey)
+	case t.IsTupleType() || t.IsListType() || t.IsSetType():
+		if v.LengthInt() == 0 {
+			return false
+		}
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if !isReference(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// sensitiveAllowed are the attributes that may hold a value computed from
+// a sensitive variable: those hemra can hand to the process without
+// recording it. A harness's args travel in run.start on the harness's
+// stdin, are fingerprinted by hash and shown as (sensitive). Every other
+// attribute ends up somewhere recorded (a manifest, a plan, a container's
+// configuration, a process's command line), so a sensitive value there is
+// refused (docs/language.md, "Sensitive variables").
+var sensitiveAllowed = map[string]bool{
+	blockHarness + ".args": true,
+}
+
+// sensitiveRefused reports a sensitive value where hemra would record it.
+func (d *attrDecoder) sensitiveRefused(a *hcl.Attribute) {
+	where := "hemra records this attribute in the manifest of every attempt, in plans and in the state"
+	if d.typ == blockHarness && a.Name == "command" || d.prefix != "" && a.Name == "command" {
+		where = "a command line is visible to every user of this machine (ps, /proc), and Docker records it in the container's configuration and in every snapshot image taken from it"
+	}
+	d.l.diags = append(d.l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Sensitive value in " + d.prefix + a.Name,
+		Detail: fmt.Sprintf("The %s's %s is computed from a sensitive variable, but %s, so hemra cannot keep the value out of its records. "+
+			"Pass it to the harness in args (handed over in run.start, never recorded, fingerprinted by a hash and shown as (sensitive)), "+
+			"or have the harness read it from an environment variable it names in env (only the name is recorded).", d.typ, d.prefix+a.Name, where),
+		Subject:     a.Expr.Range().Ptr(),
+		Expression:  a.Expr,
+		EvalContext: d.ctx,
+	})
 }
 
 func (d *attrDecoder) errorAt(rng hcl.Range, a *hcl.Attribute, summary, detail string) {

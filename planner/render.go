@@ -327,7 +327,7 @@ func writeChange(ew *errWriter, c Change, indent string, paint func(string, stri
 // displayValue shortens content hashes (not image digests) for reading.
 func displayValue(path, v string) string {
 	if strings.HasPrefix(v, "(sensitive) ") {
-		return "(sensitive value)"
+		return "(sensitive)"
 	}
 	if _, isImage := imageOfPath(path); isImage {
 		return v

@@ -248,7 +248,11 @@ func renderAttemptRecord(w io.Writer, doc *stateShowJSON) error {
 	if len(m.Inputs) > 0 {
 		fmt.Fprintf(tw, "\nInputs\n")
 		for _, in := range m.Inputs {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", in.Stage, in.Path, in.Value)
+			value := in.Value
+			if strings.HasPrefix(value, "(sensitive) ") {
+				value = "(sensitive)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", in.Stage, in.Path, value)
 		}
 		flush()
 	}
