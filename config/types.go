@@ -33,6 +33,10 @@ type Config struct {
 	// in diagnostic ranges (the path relative to Dir), so diagnostics can be
 	// rendered with snippets.
 	Files map[string]*hcl.File
+	// VarFileNames are the names in Files of the -var-file files: inputs
+	// of one command, not part of the eval directory (a saved plan keeps
+	// the values they set instead).
+	VarFileNames []string
 }
 
 // HemraBlock is the `hemra { ... }` settings block.
@@ -221,6 +225,12 @@ type LoadOptions struct {
 	// Version is hemra's version, checked against hemra.required_version.
 	// Empty skips the check (the constraint's syntax is still checked).
 	Version string
+	// Saved are the variable values of a saved plan being applied: each
+	// is the variable's final value (source "plan"). A -var or -var-file
+	// value that differs from it is an error, as Terraform's "Can't change
+	// variable when applying a saved plan"; a HEMRA_VAR_ one that differs
+	// is a warning.
+	Saved map[string]cty.Value
 	// HashCache, when not nil, is the file hash cache datasets consult
 	// (dataset.HashCache): unchanged task files are not read again. The
 	// caller saves it.

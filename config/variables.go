@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
 // sensitiveMark marks values derived from a sensitive variable. HCL's
@@ -88,6 +90,7 @@ func (l *loader) evalVariables() {
 			full = filepath.Join(l.cfg.Dir, p)
 		}
 		l.readVarFile(full, p, decls)
+		l.cfg.VarFileNames = append(l.cfg.VarFileNames, p)
 	}
 	for _, arg := range l.opts.Vars {
 		name, raw, ok := strings.Cut(arg, "=")
@@ -111,6 +114,8 @@ func (l *loader) evalVariables() {
 		}
 		l.assignRaw(d, raw, "-var", "-var "+name)
 	}
+
+	l.assignSaved(decls, order)
 
 	vars := map[string]cty.Value{}
 	for _, name := range order {
@@ -223,6 +228,81 @@ func (l *loader) convertVar(d *varDecl, v cty.Value, rng *hcl.Range, from string
 // assignRaw sets a variable from a string given on the command line or in
 // the environment: primitive types take it as written, others parse it
 // as an HCL expression (`-var 'tags=["a","b"]'`).
+// assignSaved gives each variable a saved plan holds the plan's value,
+// refusing a different one from -var or -var-file (the plan was reviewed
+// with its own) and warning about a different HEMRA_VAR_ one.
+func (l *loader) assignSaved(decls map[string]*varDecl, order []string) {
+	if l.opts.Saved == nil {
+		return
+	}
+	names := slices.Sorted(maps.Keys(l.opts.Saved))
+	for _, name := range names {
+		saved := l.opts.Saved[name]
+		d := decls[name]
+		if d == nil {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Saved plan sets an undeclared variable",
+				Detail:   fmt.Sprintf("The saved plan was made with a value for variable %q, which the configuration no longer declares.%s", name, suggest(name, order)),
+			})
+			continue
+		}
+		if d.v.Sensitive {
+			continue // never saved; a plan that claims one is refused by its checks
+		}
+		out := l.convertVar(d, saved, nil, "the saved plan")
+		if out == cty.NilVal {
+			continue
+		}
+		if d.v.Value != cty.NilVal && d.v.Source != "default" && !valuesEqual(d.v.Value, out) {
+			sev, summary, what := hcl.DiagError, "Can't change variable when applying a saved plan",
+				"The plan is applied with the values it was made with."
+			if d.v.Source == "env" || strings.HasSuffix(d.v.Source, ".auto"+VarFileSuffix) {
+				sev, summary, what = hcl.DiagWarning, "Variable differs from the saved plan's",
+					"The saved plan's value is used."
+			}
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: sev,
+				Summary:  summary,
+				Detail: fmt.Sprintf("Variable %q was %s when the plan was made; %s gives %s. %s",
+					name, showValue(out), sourceName(d.v.Source, name), showValue(d.v.Value), what),
+			})
+		}
+		d.v.Value, d.v.Source, d.valueRange = out, "plan", nil
+	}
+}
+
+func valuesEqual(a, b cty.Value) bool {
+	a, _ = a.UnmarkDeep()
+	b, _ = b.UnmarkDeep()
+	if !a.IsWhollyKnown() || !b.IsWhollyKnown() {
+		return false
+	}
+	eq := a.Equals(b)
+	return eq.IsKnown() && eq.True()
+}
+
+func showValue(v cty.Value) string {
+	v, _ = v.UnmarkDeep()
+	if v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+		return strconv.Quote(v.AsString())
+	}
+	if js, err := ctyjson.Marshal(v, v.Type()); err == nil {
+		return string(js)
+	}
+	return v.GoString()
+}
+
+func sourceName(source, name string) string {
+	switch source {
+	case "env":
+		return "HEMRA_VAR_" + name
+	case "-var":
+		return "-var " + name
+	}
+	return source
+}
+
 func (l *loader) assignRaw(d *varDecl, raw, source, from string) {
 	var v cty.Value
 	if d.v.Type.IsPrimitiveType() || d.v.Type == cty.DynamicPseudoType {

@@ -45,6 +45,10 @@ type Options struct {
 	// Artifacts overrides the artifact quotas; zero values keep the
 	// defaults.
 	Artifacts protocol.ArtifactLimits
+	// PlanSHA256 is the SHA-256 of the saved plan file being applied,
+	// recorded in the run (state.Run.PlanSHA256); "" when apply planned
+	// itself.
+	PlanSHA256 string
 }
 
 // Report is what an apply did.
@@ -438,6 +442,7 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 	report := &Report{RunID: e.runID, StartedAt: now, Planned: len(e.work)}
 	if err := e.store.BeginRun(&state.Run{
 		ID: e.runID, StartedAt: now, Host: host, PID: os.Getpid(), Status: "running", Planned: len(e.work),
+		PlanSHA256: e.opts.PlanSHA256,
 	}); err != nil {
 		return nil, fmt.Errorf("recording the run: %w", err)
 	}

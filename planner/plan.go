@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"encoding/json"
+
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -102,9 +104,25 @@ type Plan struct {
 	Notes []string `json:"notes,omitempty"`
 
 	// Targets and Replace are the -target and -replace patterns the plan
-	// was made with.
+	// was made with, Require the -require capabilities.
 	Targets []string `json:"targets,omitempty"`
 	Replace []string `json:"replace,omitempty"`
+	Require []string `json:"require,omitempty"`
+
+	// Variables are the values of the configuration's variables the plan
+	// was made with, as Terraform's plan keeps them: `hemra apply
+	// PLANFILE` plans again with these. A sensitive variable's value is
+	// never kept (Sensitive is set, Value empty): it is read again, by
+	// name, when the plan is applied.
+	Variables map[string]PlanVariable `json:"variables,omitempty"`
+}
+
+// PlanVariable is one variable's value in a plan: Value is its JSON
+// encoding (go-cty's, so Type says how to read it back).
+type PlanVariable struct {
+	Value     json.RawMessage `json:"value,omitempty"`
+	Type      json.RawMessage `json:"type,omitempty"`
+	Sensitive bool            `json:"sensitive,omitempty"`
 }
 
 // ImageResolution says how an image reference became a digest.

@@ -20,15 +20,22 @@ import (
 )
 
 // ConfigHash hashes everything that decides what would run: the source of
-// every configuration file read (*.hcl, *.hclvars) and every declared
-// attempt's address and fingerprints (which cover task files, harness
-// files and resolved variables). A saved plan whose hash no longer
-// matches a fresh plan's is stale.
+// every configuration file of the eval directory (*.hcl, *.auto.hclvars;
+// not -var-file files, whose values the plan's variables keep) and every
+// declared attempt's address and fingerprints (which cover task files,
+// harness files and resolved variables). A saved plan whose hash no
+// longer matches a fresh plan's is stale.
 func ConfigHash(cfg *config.Config, decl []*declared) string {
 	h := sha256.New()
+	varFiles := map[string]bool{}
+	for _, n := range cfg.VarFileNames {
+		varFiles[n] = true
+	}
 	names := make([]string, 0, len(cfg.Files))
 	for n := range cfg.Files {
-		names = append(names, n)
+		if !varFiles[n] {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
@@ -99,26 +106,35 @@ var ErrNotPlanFile = errors.New("not a hemra plan file (write one with `hemra pl
 // ReadPlanFile reads a saved plan, refusing one of another format major
 // version.
 func ReadPlanFile(path string) (*Plan, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	head := make([]byte, len(planFileMagic))
-	if _, err := io.ReadFull(r, head); err != nil || string(head) != planFileMagic {
+	return DecodePlanFile(path, data)
+}
+
+// maxPlanJSON bounds a saved plan's JSON once decompressed: 4 GiB, far
+// above a plan of a million attempts, and below what a small file
+// crafted to decompress without end would take.
+const maxPlanJSON = 4 << 30
+
+// DecodePlanFile decodes the bytes of a saved plan read from path (named
+// in errors). Anything but a plan hemra wrote is an error, never a panic.
+func DecodePlanFile(path string, data []byte) (*Plan, error) {
+	if !bytes.HasPrefix(data, []byte(planFileMagic)) {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotPlanFile)
 	}
-	zr, err := gzip.NewReader(r)
+	zr, err := gzip.NewReader(bytes.NewReader(data[len(planFileMagic):]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: damaged plan file: %v", path, err)
 	}
 	var p Plan
-	if err := json.NewDecoder(zr).Decode(&p); err != nil {
+	dec := json.NewDecoder(io.LimitReader(bufio.NewReader(zr), maxPlanJSON))
+	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s: damaged plan file: %v", path, err)
 	}
 	if major(p.FormatVersion) != major(FormatVersion) {
-		return nil, fmt.Errorf("%s: plan format %s, but this hemra reads format %s; make the plan again with this hemra", path, p.FormatVersion, FormatVersion)
+		return nil, fmt.Errorf("%s: plan format %q, but this hemra reads format %s; make the plan again with this hemra", path, p.FormatVersion, FormatVersion)
 	}
 	return &p, nil
 }
@@ -167,7 +183,12 @@ func CheckStale(saved *Plan, configHash, lockHash string, meta state.Meta) error
 }
 
 // StaleError lists why a saved plan cannot be applied.
-type StaleError struct{ Causes []error }
+type StaleError struct {
+	Causes []error
+	// Differences, when set, name what differs between the saved plan
+	// and the plan made again (see Same).
+	Differences []string
+}
 
 func (e *StaleError) Error() string {
 	var b strings.Builder
@@ -175,6 +196,13 @@ func (e *StaleError) Error() string {
 	for _, c := range e.Causes {
 		b.WriteString("\n  - ")
 		b.WriteString(c.Error())
+	}
+	if len(e.Differences) > 0 {
+		b.WriteString("\nWhat differs from the plan made again now:")
+		for _, d := range e.Differences {
+			b.WriteString("\n  - ")
+			b.WriteString(d)
+		}
 	}
 	b.WriteString("\nRun `hemra plan -out FILE` again, review it, and apply the new plan.")
 	return b.String()

@@ -217,6 +217,8 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		StateSerial:   meta.Serial,
 		Targets:       p.opts.Targets,
 		Replace:       p.opts.Replace,
+		Require:       p.opts.Require,
+		Variables:     planVariables(p.cfg),
 	}
 	// Join the declared attempts with the state's current ones. The store
 	// yields addresses in byte order, so a merge over the declared

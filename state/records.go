@@ -173,4 +173,8 @@ type Run struct {
 	Status     string    `json:"status"` // running | finished | interrupted | errored
 	Attempts   []string  `json:"attempts,omitempty"`
 	Planned    int       `json:"planned"`
+	// PlanSHA256 is the SHA-256 of the saved plan file the run applied
+	// (hemra apply PLANFILE), "" for a run that planned itself: a plan file
+	// applied once is recognised when it is applied again.
+	PlanSHA256 string `json:"plan_sha256,omitempty"`
 }

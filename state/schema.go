@@ -35,6 +35,8 @@ var (
 	// values, so History(addr) is one prefix scan in creation order.
 	bucketHistory = []byte("history")
 	// bucketRuns maps a run id to its Run JSON (without Run.Attempts).
+	// Run.PlanSHA256 (added in format 1, absent in older records) names
+	// the saved plan file a run applied.
 	bucketRuns = []byte("runs")
 	// bucketRunAttempts holds run id + "\x00" + attempt id keys, so a run's
 	// attempts are one prefix scan and a Run record is never rewritten as

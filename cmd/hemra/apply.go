@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +30,7 @@ import (
 type ApplyCmd struct {
 	PlanFlags
 
-	PlanFile    string `arg:"" optional:"" name:"PLANFILE" help:"A plan saved with hemra plan -out; applied without asking, refused when stale."`
+	PlanFile    string `arg:"" optional:"" name:"PLANFILE" help:"A plan saved with hemra plan -out; applied without asking with the variables it was made with, refused when stale, edited or already applied."`
 	AutoApprove bool   `name:"auto-approve" help:"Do not ask for confirmation."`
 	Parallelism int    `name:"parallelism" placeholder:"N" help:"Attempts run at once (default: the number of CPUs)."`
 	JSON        bool   `name:"json" help:"Print progress events and the summary as JSON lines (needs -auto-approve or a plan file)."`
@@ -44,6 +46,11 @@ Examples:
   hemra apply                      # plan, confirm, apply
   hemra apply -auto-approve -parallelism 4
   hemra plan -out=plan.hplan && hemra apply plan.hplan
+
+A saved plan is planned again, with the variable values, -target, -replace
+and -require it keeps, and applied only when it is that plan attempt for
+attempt; the differences are named otherwise. Sensitive variables are not
+kept: give them again. A -var that differs from the plan's is refused.
 
 Exit status: 0 when every attempt finished (task failures included),
 1 when any ended in an infrastructure error, was interrupted, or on an error.`
@@ -79,8 +86,9 @@ func (c *ApplyCmd) Run(g *Globals) error {
 
 	var plan *planner.Plan
 	var cfg *config.Config
+	var planDigest string
 	if c.PlanFile != "" {
-		plan, cfg, err = c.savedPlan(g, store, meta)
+		plan, cfg, planDigest, err = c.savedPlan(g, store, meta)
 	} else {
 		plan, cfg, err = makePlan(g, &c.PlanFlags)
 	}
@@ -119,6 +127,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		Providers:   providers,
 		Env:         g.lookupEnv,
 		Events:      view.Event,
+		PlanSHA256:  planDigest,
 	})
 	view.Close()
 	if err != nil {
@@ -140,36 +149,111 @@ func (c *ApplyCmd) Run(g *Globals) error {
 	return nil
 }
 
-// savedPlan reads a plan file and refuses it when the state, the
-// configuration or the lock file changed since it was made: the config and
-// lock hashes are compared with a fresh plan of the directory, the state
-// with meta as it was before this apply touched it.
-func (c *ApplyCmd) savedPlan(g *Globals, store *state.Store, meta state.Meta) (*planner.Plan, *config.Config, error) {
+// savedPlan reads a plan file and proves it is the plan this
+// configuration and state produce before anything runs: it plans again
+// with the saved plan's variables, -target, -replace and -require, refuses
+// the file when the state, the configuration or the lock file changed since
+// it was made (the state compared with meta as it was before this apply
+// touched it), and when the file is not, attempt for attempt, the plan made
+// again (planner.Same), naming what differs. It returns the plan made again
+// (the same as the file's), its config, and the file's SHA-256.
+func (c *ApplyCmd) savedPlan(g *Globals, store *state.Store, meta state.Meta) (*planner.Plan, *config.Config, string, error) {
 	path := c.PlanFile
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(g.Dir, path)
 	}
-	saved, err := planner.ReadPlanFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	fresh, cfg, err := makePlan(g, &c.PlanFlags)
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	saved, err := planner.DecodePlanFile(path, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
+	}
+	if len(c.Target)+len(c.Replace)+len(c.Require) > 0 {
+		return nil, nil, "", fmt.Errorf("-target, -replace and -require cannot be given with a saved plan: it is applied with the ones it was made with (%s)", planSelection(saved))
+	}
+	if run, err := runOfPlan(store, digest); err != nil {
+		return nil, nil, "", err
+	} else if run != nil {
+		return nil, nil, "", fmt.Errorf("this plan was already applied, by run %s (started %s, %s): a saved plan runs once.\nRun `hemra plan -out FILE` again for what is left to do, review it, and apply the new plan",
+			run.ID, run.StartedAt.Local().Format("2006-01-02 15:04:05 MST"), run.Status)
+	}
+	values, sensitive, err := saved.SavedVariables()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: damaged plan file: %v", path, err)
+	}
+	flags := c.PlanFlags
+	flags.Target, flags.Replace, flags.Require = saved.Targets, saved.Replace, saved.Require
+	flags.saved, flags.savedSensitive = values, sensitive
+	fresh, cfg, err := makePlan(g, &flags)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	if saved.StateLineage == "" && meta.Lineage != "" {
 		// The plan was made before the store existed; this apply's writer
 		// open created it. Nothing recorded since means nothing changed.
 		if empty, err := emptyState(store); err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		} else if empty {
 			meta = state.Meta{FormatVersion: meta.FormatVersion, Serial: saved.StateSerial}
 		}
 	}
 	if err := planner.CheckStale(saved, fresh.ConfigHash, fresh.LockHash, meta); err != nil {
-		return nil, nil, err
+		var stale *planner.StaleError
+		var diff *planner.MismatchError
+		if errors.As(err, &stale) && errors.Is(err, planner.ErrStaleConfig) && !errors.Is(err, planner.ErrStaleSerial) &&
+			errors.As(planner.Same(saved, fresh), &diff) {
+			stale.Differences = diff.Differences
+			if len(stale.Differences) > 5 {
+				stale.Differences = append(stale.Differences[:5:5], fmt.Sprintf("... and %d more", diff.Total-5))
+			}
+		}
+		return nil, nil, "", err
 	}
-	return saved, cfg, nil
+	// The state is the one the plan was made from (checked just now
+	// against meta, as it was before this apply recorded the attempts an
+	// earlier hemra left open).
+	fresh.StateLineage, fresh.StateSerial = saved.StateLineage, saved.StateSerial
+	if err := planner.Same(saved, fresh); err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", c.PlanFile, err)
+	}
+	return fresh, cfg, digest, nil
+}
+
+// planSelection says which -target, -replace and -require a plan was made
+// with.
+func planSelection(p *planner.Plan) string {
+	var parts []string
+	for _, s := range []struct {
+		flag string
+		list []string
+	}{{"-target", p.Targets}, {"-replace", p.Replace}, {"-require", p.Require}} {
+		for _, v := range s.list {
+			parts = append(parts, s.flag+"="+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// runOfPlan is the run that applied the plan file with this digest, nil
+// when none did.
+func runOfPlan(store *state.Store, digest string) (*state.Run, error) {
+	runs, err := store.Runs()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i].PlanSHA256 == digest {
+			return runs[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // emptyState reports whether a store records no attempt and no run.

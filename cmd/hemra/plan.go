@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/planner"
@@ -32,6 +33,11 @@ type PlanFlags struct {
 	// afterLoad, when set, runs once config and tasks are loaded, before
 	// the state is read and the plan computed.
 	afterLoad func()
+	// saved are a saved plan's variable values (apply PLANFILE), and
+	// savedSensitive the names of its sensitive variables, whose values
+	// it does not keep.
+	saved          map[string]cty.Value
+	savedSensitive []string
 }
 
 // PlanCmd is `hemra plan`.
@@ -198,6 +204,7 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 		Environ:   g.Environ,
 		Version:   Version,
 		HashCache: hc,
+		Saved:     f.saved,
 	})
 	saveHashCache(g, hc)
 	if f.afterLoad != nil {
@@ -205,6 +212,18 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 	}
 	if diags.HasErrors() {
 		printDiags(g, filesOf(cfg), diags)
+		var missing []string
+		for _, name := range f.savedSensitive {
+			for _, d := range diags {
+				if d.Summary == "No value for required variable" && strings.Contains(d.Detail, fmt.Sprintf("%q", name)) {
+					missing = append(missing, name)
+					break
+				}
+			}
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(g.Stderr, "A saved plan keeps no sensitive value: give %s again (-var, -var-file or HEMRA_VAR_<name>).\n", strings.Join(missing, ", "))
+		}
 		return nil, nil, exitError(1)
 	}
 	lock, ldiags := planner.ReadLockFile(g.Dir)

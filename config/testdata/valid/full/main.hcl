@@ -68,6 +68,7 @@ harness "agent" {
     prompt_sha = sha256(file("harness/agent.py"))
     files      = sort(tolist(fileset("harness", "**/*.py")))
     sandbox    = sandbox.hardened.name
+    api_base   = var.api_base # sensitive: args are the one place it may go
   }
   timeout = "15m"
 
@@ -113,7 +114,7 @@ verifier "numbers" {
 
 judge "quality" {
   source    = "./judges/quality"
-  base_url  = var.api_base
+  base_url  = "https://api.openai.com/v1"
   key_env   = "OPENAI_API_KEY"
   model     = "gpt-5-mini"
   max_calls = 4
