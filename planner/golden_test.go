@@ -50,6 +50,9 @@ func TestGolden(t *testing.T) {
 		if !c.IsDir() || strings.HasPrefix(c.Name(), "_") {
 			continue
 		}
+		if _, err := os.Stat(filepath.Join("testdata", c.Name(), "case.txtar")); err != nil {
+			continue // generated: big_100k (big_test.go)
+		}
 		t.Run(c.Name(), func(t *testing.T) { runGolden(t, filepath.Join("testdata", c.Name())) })
 	}
 }
@@ -166,16 +169,11 @@ func runGolden(t *testing.T, dir string) {
 	if _, err := os.Stat(filepath.Join(dir, "errors")); err == nil {
 		t.Fatalf("expected errors, got a plan")
 	}
-	var text bytes.Buffer
-	if err := planner.RenderText(&text, plan, planner.TextOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, filepath.Join(dir, "plan.txt"), text.Bytes(), tmp)
-	var md bytes.Buffer
-	if err := planner.RenderMarkdown(&md, plan); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, filepath.Join(dir, "plan.md"), md.Bytes(), tmp)
+	// What the command adds: where the plan was made from.
+	lock, _ := planner.ReadLockFile(after)
+	plan.LockHash = lock.Hash()
+	plan.Source = &planner.Source{Dir: "evals/" + filepath.Base(dir), Commit: goldenCommit}
+	renderGoldens(t, dir, plan, tmp)
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
@@ -196,6 +194,7 @@ func runGolden(t *testing.T, dir string) {
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
+	again.LockHash, again.Source = plan.LockHash, plan.Source
 	js2, _ := json.MarshalIndent(again, "", "  ")
 	if !bytes.Equal(js, js2) {
 		t.Errorf("the plan depends on the order the prior lists its attempts in:\n%s", lineDiff(string(js), string(js2)))
@@ -207,6 +206,7 @@ func runGolden(t *testing.T, dir string) {
 		told := opts
 		told.RunningApply = nil
 		probed, _ := planner.Compute(cfg, busyPrior{prior, opts.RunningApply}, imageOpts(t, cfg, after, told))
+		probed.LockHash, probed.Source = plan.LockHash, plan.Source
 		js3, _ := json.MarshalIndent(probed, "", "  ")
 		if !bytes.Equal(js, js3) {
 			t.Errorf("a prior whose writer is active plans differently from Options.RunningApply:\n%s", lineDiff(string(js), string(js3)))
@@ -228,6 +228,34 @@ func runGolden(t *testing.T, dir string) {
 		if got := planner.Fingerprint(planner.StageJudge, m.Inputs); got != m.JudgeFingerprint {
 			t.Errorf("%s: judge fingerprint does not match its inputs", a.Address)
 		}
+	}
+}
+
+// goldenCommit stands for the commit a plan was made at.
+const goldenCommit = "0123456789abcdef0123456789abcdef01234567"
+
+// renderGoldens compares the text and Markdown renderings, grouped by
+// cause and -detailed, with the case's goldens.
+func renderGoldens(t *testing.T, dir string, plan *planner.Plan, tmp string) {
+	t.Helper()
+	for _, detailed := range []bool{false, true} {
+		suffix := ""
+		if detailed {
+			suffix = ".detailed"
+		}
+		var text bytes.Buffer
+		if err := planner.RenderText(&text, plan, planner.TextOptions{Detailed: detailed}); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, filepath.Join(dir, "plan"+suffix+".txt"), text.Bytes(), tmp)
+		var md bytes.Buffer
+		if err := planner.RenderMarkdown(&md, plan, planner.MarkdownOptions{Detailed: detailed}); err != nil {
+			t.Fatal(err)
+		}
+		if md.Len() >= planner.MarkdownLimit {
+			t.Errorf("plan%s.md is %d characters, over GitHub's limit", suffix, md.Len())
+		}
+		golden(t, filepath.Join(dir, "plan"+suffix+".md"), md.Bytes(), tmp)
 	}
 }
 
@@ -253,7 +281,7 @@ func (r reversedPrior) ForEachCurrent(fn func(addr string, c state.Current) erro
 	return nil
 }
 
-func load(t *testing.T, dir string) *config.Config {
+func load(t testing.TB, dir string) *config.Config {
 	t.Helper()
 	cfg, diags := config.Load(dir, config.LoadOptions{})
 	if diags.HasErrors() {
@@ -264,7 +292,7 @@ func load(t *testing.T, dir string) *config.Config {
 
 // imageOpts resolves the config's images from its lock file only, as a
 // plan without Docker does.
-func imageOpts(t *testing.T, cfg *config.Config, dir string, opts planner.Options) planner.Options {
+func imageOpts(t testing.TB, cfg *config.Config, dir string, opts planner.Options) planner.Options {
 	t.Helper()
 	lock, diags := planner.ReadLockFile(dir)
 	if diags.HasErrors() {
@@ -280,7 +308,7 @@ var epoch = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // applyAsFinished records every attempt a plan would run as finished and
 // passed, with its text blobs, the way apply would.
-func applyAsFinished(t *testing.T, cfg *config.Config, p *planner.Plan) *planner.MemoryPrior {
+func applyAsFinished(t testing.TB, cfg *config.Config, p *planner.Plan) *planner.MemoryPrior {
 	t.Helper()
 	prior := &planner.MemoryPrior{
 		Lineage:  "test-lineage",
@@ -317,6 +345,9 @@ func applyAsFinished(t *testing.T, cfg *config.Config, p *planner.Plan) *planner
 			SnapshotKept:      true,
 		}
 		for sha, path := range planner.TextBlobs(cfg, pa) {
+			if _, ok := prior.Blobs[sha]; ok {
+				continue
+			}
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)

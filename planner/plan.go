@@ -44,8 +44,10 @@ type Options struct {
 }
 
 // FormatVersion is the version of the plan's JSON form (and so of the
-// saved plan file). Bump it on any incompatible change.
-const FormatVersion = "1.0"
+// saved plan file): a new minor version adds keys, a new major version
+// changes or removes them. 1.1 added source, require, causes, isolation
+// and attempts[].isolation_change.
+const FormatVersion = "1.1"
 
 // Action is what apply will do with one attempt.
 type Action string
@@ -115,6 +117,18 @@ type Plan struct {
 	// never kept (Sensitive is set, Value empty): it is read again, by
 	// name, when the plan is applied.
 	Variables map[string]PlanVariable `json:"variables,omitempty"`
+
+	// Source says where the plan was made from (set by the command).
+	Source *Source `json:"source,omitempty"`
+
+	// Causes groups the attempts that do something by why they do it:
+	// one entry per changed input, per change of isolation and per reason
+	// without a changed input (see GroupCauses). Every such attempt is in
+	// at least one.
+	Causes []*Cause `json:"causes,omitempty"`
+
+	// Isolation is what the attempts that will run get, per sandbox.
+	Isolation []*Isolation `json:"isolation,omitempty"`
 }
 
 // PlanVariable is one variable's value in a plan: Value is its JSON
@@ -123,6 +137,18 @@ type PlanVariable struct {
 	Value     json.RawMessage `json:"value,omitempty"`
 	Type      json.RawMessage `json:"type,omitempty"`
 	Sensitive bool            `json:"sensitive,omitempty"`
+}
+
+// Source is where a plan was made from, so that a plan posted to a pull
+// request can be told from a stale one. The planner reads no repository:
+// the command fills it in.
+type Source struct {
+	// Dir is the eval directory relative to the root of its git work tree
+	// ("." at the root), or its base name outside one.
+	Dir string `json:"dir"`
+	// Commit is the work tree's HEAD commit; empty outside a git work tree
+	// or before the first commit.
+	Commit string `json:"commit,omitempty"`
 }
 
 // ImageResolution says how an image reference became a digest.
@@ -149,6 +175,10 @@ type PlannedAttempt struct {
 
 	// Prior is the current attempt in state, if any.
 	PriorAttemptID string `json:"prior_attempt_id,omitempty"`
+
+	// IsolationChange is how the isolation the attempt will run under
+	// differs from its prior attempt's, if it does.
+	IsolationChange *IsolationChange `json:"isolation_change,omitempty"`
 
 	// Manifest is the manifest the new attempt will be recorded with
 	// (fingerprints, inputs, images, sandbox). Empty for no-op and orphaned.

@@ -260,6 +260,8 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		plan.Summary.add(a.Action)
 	}
 	plan.Images = p.imageList(plan)
+	plan.Isolation = p.isolation(decl)
+	plan.Causes = GroupCauses(plan.Attempts)
 	p.patternNotes(plan)
 	plan.Notes = append(plan.Notes, p.notes...)
 	plan.ConfigHash = <-configHash
@@ -704,6 +706,7 @@ func (p *planner) finish(decl []*declared) []error {
 				stages = map[string]bool{StageJudge: true}
 			}
 			pa.Changes = p.changes(d, olds[i].Manifest.Inputs, pa.Manifest.Inputs, stages)
+			pa.IsolationChange = isolationChange(pa.Changes, olds[i].Manifest.Sandbox, pa.Manifest.Sandbox)
 		}
 	})
 	// Report in address order, whatever the scheduling.
@@ -737,7 +740,8 @@ func (p *planner) orphan(addr string, c state.Current) *PlannedAttempt {
 		if e.Dataset != nil {
 			ds = e.Dataset.Name
 		}
-		pa.Reasons = []string{fmt.Sprintf("task %q is not in dataset %q", taskName, ds)}
+		// The task is in the address: one reason for every task that left.
+		pa.Reasons = []string{fmt.Sprintf("its task is no longer in dataset %q", ds)}
 	case rep > e.Attempts:
 		pa.Reasons = []string{fmt.Sprintf("repetition %d is beyond attempts = %d", rep, e.Attempts)}
 	default:

@@ -213,21 +213,25 @@ func TestMarkdownStaysUnderGitHubLimit(t *testing.T) {
 			p.Summary.Rerun++
 		}
 	}
-	var buf bytes.Buffer
-	if err := planner.RenderMarkdown(&buf, p); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	if len(out) >= planner.MarkdownLimit {
-		t.Errorf("markdown is %d characters, over GitHub's limit", len(out))
-	}
-	if !strings.HasPrefix(out, "### hemra plan\n\n**Plan: 0 to run, 6000 to re-run,") {
-		t.Errorf("counts do not come first:\n%.300s", out)
-	}
-	if !strings.Contains(out, "Output truncated") || !strings.Contains(out, "not shown") {
-		t.Errorf("no truncation note:\n%s", out[len(out)-500:])
-	}
-	if strings.Count(out, "<details>") != strings.Count(out, "</details>") || strings.Count(out, "```")%2 != 0 {
-		t.Errorf("unbalanced details or fences after truncation")
+	for _, detailed := range []bool{true, false} {
+		var buf bytes.Buffer
+		if err := planner.RenderMarkdown(&buf, p, planner.MarkdownOptions{Detailed: detailed}); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if len(out) >= planner.MarkdownLimit {
+			t.Errorf("detailed=%t: markdown is %d characters, over GitHub's limit", detailed, len(out))
+		}
+		if i := strings.Index(out, "**Plan: 0 to run, 6000 to re-run,"); i < 0 || i > 200 {
+			t.Errorf("detailed=%t: counts do not come first:\n%.300s", detailed, out)
+		}
+		truncated := strings.Contains(out, "this comment leaves out") && strings.Contains(out, "attempts")
+		if truncated != detailed {
+			// Grouped, the 6,000 attempts share one change per eval: all fits.
+			t.Errorf("detailed=%t: truncation note present=%t:\n%s", detailed, truncated, out[max(0, len(out)-800):])
+		}
+		if strings.Count(out, "<details>") != strings.Count(out, "</details>") || strings.Count(out, "```")%2 != 0 {
+			t.Errorf("detailed=%t: unbalanced details or fences after truncation", detailed)
+		}
 	}
 }

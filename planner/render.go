@@ -8,11 +8,20 @@ import (
 
 // Output rules for every rendering of a plan, written down once:
 //
-//   - Every rendering is made from the one Plan value; nothing is computed
-//     here that the JSON form does not hold.
-//   - One "# <address> <what and why>" comment line per attempt, then the
-//     action's symbol and the address, then its changes, indented.
-//   - Attempts are grouped by eval, then harness, in address order.
+//   - Every rendering is made from the one Plan value; nothing is decided
+//     here that the JSON form does not hold (address patterns are a way
+//     of writing the addresses a cause lists).
+//   - By default the attempts are grouped by cause (Plan.Causes): one
+//     "# <what changed>: <counts>" comment line per cause, the change
+//     once (old → new, a file's unified diff), then the action's symbol
+//     and the attempts it affects as compressed address patterns, then
+//     their counts per eval × harness.
+//   - Detailed (-detailed): one "# <address> <what and why>" comment line
+//     per attempt, then the action's symbol and the address, then its
+//     changes, indented; attempts grouped by eval, then harness, in
+//     address order.
+//   - The isolation the attempts that will run get follows, per sandbox,
+//     every loosening flagged with "!".
 //   - The last line is the summary: "Plan: ..." or "No changes. ...".
 //   - Colour only when asked (a terminal without -no-color); the text is
 //     the same without it.
@@ -24,6 +33,9 @@ type TextOptions struct {
 	Color bool
 	// Summary lists addresses by action, without reasons or changes.
 	Summary bool
+	// Detailed lists every attempt with its reasons and changes instead
+	// of grouping them by cause.
+	Detailed bool
 }
 
 const (
@@ -141,13 +153,22 @@ func RenderText(w io.Writer, p *Plan, opts TextOptions) error {
 		switch {
 		case opts.Summary:
 			renderSummaryList(ew, p, paint)
-		case p.Summary.Changes():
+		case opts.Detailed && p.Summary.Changes():
 			ew.printf("hemra will perform the following actions:\n")
 			renderDetails(ew, p, paint)
-		default:
+		case opts.Detailed:
 			ew.printf("hemra will run nothing. These attempts are recorded in the state but no longer declared:\n")
 			renderDetails(ew, p, paint)
+		case p.Summary.Changes():
+			ew.printf("hemra will perform the following actions, grouped by cause (-detailed lists each attempt):\n")
+			renderCauses(ew, p, paint)
+		default:
+			ew.printf("hemra will run nothing. These attempts are recorded in the state but no longer declared:\n")
+			renderCauses(ew, p, paint)
 		}
+	}
+	if len(p.Isolation) > 0 && !opts.Summary {
+		renderIsolation(ew, p, paint)
 	}
 	if len(p.Images) > 0 && !opts.Summary {
 		ew.printf("\nImages:\n")

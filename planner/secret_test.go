@@ -85,8 +85,10 @@ eval "e" {
 	js, _ := json.Marshal(plan)
 	check("the JSON plan", js)
 	var text bytes.Buffer
-	planner.RenderText(&text, plan, planner.TextOptions{})
-	planner.RenderMarkdown(&text, plan)
+	for _, detailed := range []bool{false, true} {
+		planner.RenderText(&text, plan, planner.TextOptions{Detailed: detailed})
+		planner.RenderMarkdown(&text, plan, planner.MarkdownOptions{Detailed: detailed})
+	}
 	check("the text and Markdown plans", text.Bytes())
 
 	planFile := filepath.Join(t.TempDir(), "plan.hplan")

@@ -104,7 +104,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		return nil
 	}
 	if c.PlanFile == "" && !c.JSON {
-		if err := planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color}); err != nil {
+		if err := planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color, Detailed: c.Detailed}); err != nil {
 			return err
 		}
 		if !c.AutoApprove && !confirm(g) {

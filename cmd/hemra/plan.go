@@ -13,6 +13,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/internal/gitinfo"
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/sandbox/docker"
 	"github.com/hemra-dev/hemra/state"
@@ -26,6 +27,7 @@ type PlanFlags struct {
 	Replace     []string      `name:"replace" sep:"none" placeholder:"ADDR" help:"Re-run attempts matching ADDR even if nothing changed. Repeatable."`
 	Require     []string      `name:"require" placeholder:"CAP" help:"Require capabilities of every eval's sandboxes (comma-separated or repeated), as eval require = [...] does."`
 	LockTimeout time.Duration `name:"lock-timeout" default:"0s" placeholder:"DURATION" help:"How long apply waits for another apply's writer lock (0: refuse at once)."`
+	Detailed    bool          `name:"detailed" aliases:"verbose" help:"List every attempt with its reasons and changes, instead of grouping the attempts by cause (each changed input once, with the attempts it affects)."`
 
 	// jsonErrors makes makePlan print error diagnostics as the JSON
 	// object `hemra validate -json` prints, on stdout, for machines.
@@ -78,7 +80,8 @@ Examples:
   hemra plan
   hemra plan -out=plan.hplan && hemra apply plan.hplan
   hemra plan -target='baseline/agent/*' -replace=baseline/agent/hello-world#2
-  hemra plan -format=markdown > plan.md       # a pull-request comment
+  hemra plan -detailed                        # every attempt, not grouped by cause
+  hemra plan -format=markdown > plan.md       # a pull-request comment (docs/pull-requests.md)
   hemra plan -json | jq '.summary'
   hemra plan -detailed-exitcode -summary      # CI: exit 2 when something would run`
 }
@@ -108,9 +111,9 @@ func (c *PlanCmd) Run(g *Globals) error {
 		enc.SetEscapeHTML(false)
 		err = enc.Encode(plan)
 	case "markdown":
-		err = planner.RenderMarkdown(g.Stdout, plan)
+		err = planner.RenderMarkdown(g.Stdout, plan, planner.MarkdownOptions{Detailed: c.Detailed})
 	default:
-		err = planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color, Summary: c.Summary})
+		err = planner.RenderText(g.Stdout, plan, planner.TextOptions{Color: g.Color, Summary: c.Summary, Detailed: c.Detailed})
 	}
 	if err != nil {
 		return err
@@ -266,7 +269,23 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 	}
 	plan.LockHash = lock.Hash()
 	plan.Notes = append(notes, plan.Notes...)
+	plan.Source = planSource(g)
 	return plan, cfg, nil
+}
+
+// planSource is where the plan is made from: the eval directory from the
+// root of its git work tree and the commit, or the directory's name
+// outside one.
+func planSource(g *Globals) *planner.Source {
+	abs, err := filepath.Abs(g.Dir)
+	if err != nil {
+		abs = g.Dir
+	}
+	info, err := gitinfo.Lookup(abs, g.Environ)
+	if err != nil {
+		return &planner.Source{Dir: filepath.Base(abs)}
+	}
+	return &planner.Source{Dir: info.Prefix, Commit: info.Commit}
 }
 
 func filesOf(cfg *config.Config) map[string]*hcl.File {
