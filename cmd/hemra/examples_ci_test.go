@@ -250,13 +250,13 @@ func prRepo(t *testing.T) (string, string) {
 	}
 	repo := t.TempDir()
 	files := map[string]string{
-		"evals/a/main.hcl":                     "eval \"a\" {\n  dataset = dataset.d\n}\n",
-		"evals/a/tasks/t1/instruction.md":      "Say hello.\n",
-		"evals/b/main.hcl":                     "eval \"b\" {\n  dataset = dataset.d\n}\n",
-		"evals/b/tasks/t1/instruction.md":      "Say hello.\n",
-		"evals/c/main.hcl":                     "eval \"c\" {\n  dataset = dataset.d\n}\n",
-		"shared/harness.hcl":                   "harness \"x\" {}\n",
-		"README.md":                            "readme\n",
+		"evals/a/main.hcl":                    "eval \"a\" {\n  dataset = dataset.d\n}\n",
+		"evals/a/tasks/t1/instruction.md":     "Say hello.\n",
+		"evals/b/main.hcl":                    "eval \"b\" {\n  dataset = dataset.d\n}\n",
+		"evals/b/tasks/t1/instruction.md":     "Say hello.\n",
+		"evals/c/main.hcl":                    "eval \"c\" {\n  dataset = dataset.d\n}\n",
+		"shared/harness.hcl":                  "harness \"x\" {}\n",
+		"README.md":                           "readme\n",
 		"evals/root-level-is-not-an-eval.hcl": "",
 	}
 	for p, c := range files {
