@@ -88,6 +88,17 @@ func (r *Report) InfraErrors() int {
 	return n
 }
 
+// InterruptedAttempts counts attempts an interrupt cancelled.
+func (r *Report) InterruptedAttempts() int {
+	n := 0
+	for _, a := range r.Attempts {
+		if a.Class == state.ClassInterrupted {
+			n++
+		}
+	}
+	return n
+}
+
 // Group is one eval × harness line of the summary table.
 type Group struct {
 	Eval, Harness string

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,8 +39,10 @@ type ApplyCmd struct {
 
 func (c *ApplyCmd) Help() string {
 	return `Plans, shows the plan, asks for "yes", then runs exactly the planned
-attempts and records them in the store. Ctrl-C once stops starting attempts
-and cancels the running ones gracefully; twice stops at once.
+attempts and records them in the store. Ctrl-C once (or SIGTERM, or the
+reader of stdout going away) stops starting attempts and cancels the running
+ones gracefully; twice sends SIGKILL to every process group it started and
+stops at once (exit 130).
 
 Examples:
 
@@ -63,6 +66,8 @@ func (c *ApplyCmd) Run(g *Globals) error {
 	if c.Parallelism < 0 {
 		return fmt.Errorf("-parallelism %d: must be at least 1", c.Parallelism)
 	}
+	stopper := newStopper(g)
+	defer stopper.stop()
 
 	// The writer lock is taken first, so nothing changes the state between
 	// the plan and its application.
@@ -119,10 +124,9 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		return err
 	}
 
-	ctx, stop := interruptible(g)
-	defer stop()
 	view := newApplyView(g, c.JSON)
-	report, err := executor.Apply(ctx, plan, cfg, store, executor.Options{
+	stopper.arm(view.Notice)
+	report, err := executor.Apply(stopper.ctx, plan, cfg, store, executor.Options{
 		Parallelism: c.Parallelism,
 		Providers:   providers,
 		Env:         g.lookupEnv,
@@ -326,45 +330,94 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 // as the same keypress.
 const doubleSignal = time.Second
 
-// interruptible returns a context cancelled by the first Ctrl-C (or
-// SIGTERM); a second one exits at once. Every state write is one
+// stopper turns signals into the two ways an apply stops. A first Ctrl-C
+// (SIGINT), a SIGTERM, or the reader of stdout going away (SIGPIPE: `hemra
+// apply -json | head`) cancels the apply's context: no new attempt starts,
+// the running ones are cancelled gracefully and recorded as interrupted,
+// and apply exits non-zero. A second Ctrl-C or SIGTERM, later than
+// doubleSignal, stops now: every process group the local sandbox started
+// is sent SIGKILL, and hemra exits 130. Every state write is one
 // transaction, so exiting mid-apply leaves a consistent state and the next
 // writer records the attempts in flight as interrupted.
-func interruptible(g *Globals) (context.Context, func()) {
+//
+// SIGPIPE is caught from the moment the stopper is made (so a write to a
+// closed stdout fails with EPIPE instead of killing hemra mid-apply);
+// Ctrl-C only once arm is called, so that it still ends the confirmation
+// question at once.
+type stopper struct {
+	g       *Globals
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	sigs    chan os.Signal
+	done    chan struct{}
+	mu      sync.Mutex
+	notice  func(string)
+	stopped bool
+}
+
+func newStopper(g *Globals) *stopper {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
+	s := &stopper{g: g, ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 4), done: make(chan struct{}),
+		notice: func(msg string) { fmt.Fprintln(g.Stderr, msg) }}
+	signal.Notify(s.sigs, syscall.SIGPIPE)
+	go s.loop()
+	return s
+}
+
+// arm starts catching Ctrl-C and SIGTERM; notices go to notice from then
+// on (the apply's view, which keeps its display whole).
+func (s *stopper) arm(notice func(string)) {
+	s.mu.Lock()
+	s.notice = notice
+	s.mu.Unlock()
+	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM)
+}
+
+func (s *stopper) say(msg string) {
+	s.mu.Lock()
+	notice := s.notice
+	s.mu.Unlock()
+	notice(msg)
+}
+
+func (s *stopper) loop() {
+	var first time.Time
+	for {
+		var sig os.Signal
 		select {
-		case <-sigs:
-		case <-done:
+		case sig = <-s.sigs:
+		case <-s.done:
 			return
 		}
-		fmt.Fprintln(g.Stderr, "\nInterrupt received: no new attempts start; the running ones are being cancelled and recorded as interrupted. Press Ctrl-C again to stop at once.")
-		cancel(errors.New("interrupted by the operator"))
-		first := time.Now()
-		for {
-			select {
-			case <-sigs:
-				// One Ctrl-C often arrives twice (from the terminal and from
-				// a wrapper such as go run that relays it): only a second
-				// press, later, means "stop now".
-				if time.Since(first) < doubleSignal {
-					continue
-				}
-				fmt.Fprintln(g.Stderr, "Second interrupt: stopping now. The next hemra apply records the attempts in flight as interrupted.")
-				os.Exit(130)
-			case <-done:
-				return
+		if first.IsZero() {
+			first = time.Now()
+			if sig == syscall.SIGPIPE {
+				s.say("\nstdout was closed: no new attempts start; the running ones are being cancelled and recorded as interrupted.")
+				s.cancel(errors.New("stdout was closed"))
+			} else {
+				s.say("\nInterrupt received: no new attempts start; the running ones are being cancelled and recorded as interrupted. Press Ctrl-C again to stop at once.")
+				s.cancel(errors.New("interrupted by the operator"))
 			}
+			continue
 		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		close(done)
-		cancel(nil)
+		// Once stopping, a closed stdout says nothing more. One Ctrl-C
+		// often arrives twice (from the terminal and from a wrapper such
+		// as go run that relays it): only a second press, later, means
+		// "stop now".
+		if sig == syscall.SIGPIPE || time.Since(first) < doubleSignal {
+			continue
+		}
+		n := local.KillAll()
+		s.say(fmt.Sprintf("Second interrupt: stopping now (SIGKILL to %d process groups). The next hemra apply records the attempts in flight as interrupted.", n))
+		os.Exit(130)
 	}
+}
+
+// stop lets go of the signals.
+func (s *stopper) stop() {
+	signal.Stop(s.sigs)
+	close(s.done)
+	s.cancel(nil)
 }
 
 // lockError explains a held writer lock.

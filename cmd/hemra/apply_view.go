@@ -25,6 +25,9 @@ import (
 // applyView shows an apply's progress.
 type applyView interface {
 	Event(ev executor.Event)
+	// Notice shows a message from hemra itself (an interrupt received),
+	// without breaking the progress display.
+	Notice(msg string)
 	// Close stops any redrawing and leaves the output ready for the summary.
 	Close()
 }
@@ -32,26 +35,34 @@ type applyView interface {
 func newApplyView(g *Globals, jsonOut bool) applyView {
 	switch {
 	case jsonOut:
-		return &jsonApplyView{enc: json.NewEncoder(g.Stdout)}
+		return &jsonApplyView{enc: json.NewEncoder(g.Stdout), stderr: g.Stderr}
 	case isTerminal(g.Stdout):
 		return newLiveView(g.Stdout, g.Color)
 	default:
-		return &plainApplyView{w: g.Stdout}
+		return &plainApplyView{w: g.Stdout, stderr: g.Stderr}
 	}
 }
 
 // jsonApplyView writes every event as one JSON object per line.
-type jsonApplyView struct{ enc *json.Encoder }
+type jsonApplyView struct {
+	enc    *json.Encoder
+	stderr io.Writer
+}
 
 func (v *jsonApplyView) Event(ev executor.Event) { _ = v.enc.Encode(ev) }
+func (v *jsonApplyView) Notice(msg string)       { fmt.Fprintln(v.stderr, msg) }
 func (v *jsonApplyView) Close()                  {}
 
 // plainApplyView writes one timestamped line per event, for CI logs.
 type plainApplyView struct {
-	w       io.Writer
-	planned int
-	done    int
+	w           io.Writer
+	stderr      io.Writer
+	planned     int
+	done        int
+	interrupted int
 }
+
+func (v *plainApplyView) Notice(msg string) { fmt.Fprintln(v.stderr, msg) }
 
 func (v *plainApplyView) Event(ev executor.Event) {
 	ts := ev.Time.Local().Format("15:04:05")
@@ -64,10 +75,19 @@ func (v *plainApplyView) Event(ev executor.Event) {
 	case executor.EventAttemptStage:
 		fmt.Fprintf(v.w, "%s %s: %s\n", ts, ev.Address, ev.Stage)
 	case executor.EventAttemptFinish:
+		if ev.Class == state.ClassInterrupted {
+			v.interrupted++
+			fmt.Fprintf(v.w, "%s %s: %s\n", ts, ev.Address, finishText(ev))
+			break
+		}
 		v.done++
 		fmt.Fprintf(v.w, "%s %s: %s [%d/%d]\n", ts, ev.Address, finishText(ev), v.done, v.planned)
 	case executor.EventRunFinish:
-		fmt.Fprintf(v.w, "%s apply: %s, %d of %d attempts ran\n", ts, ev.Status, ev.Done, ev.Planned)
+		line := fmt.Sprintf("%s apply: %s, %d of %d attempts finished", ts, ev.Status, v.done, ev.Planned)
+		if v.interrupted > 0 {
+			line += fmt.Sprintf(", %d interrupted", v.interrupted)
+		}
+		fmt.Fprintln(v.w, line)
 	case executor.EventWarning:
 		fmt.Fprintf(v.w, "%s warning: %s: %s\n", ts, ev.Address, ev.Error)
 	}
@@ -120,15 +140,18 @@ type liveView struct {
 	color   bool
 	started time.Time
 	planned int
-	done    int
+	done    int // finished, interrupted ones not counted
 	passed  int
 	infra   int
-	running map[string]runningAttempt
-	pending []string // finished lines not printed yet
-	drawn   int      // lines of the block currently on screen
-	dirty   bool
-	stop    chan struct{}
-	stopped chan struct{}
+	// interrupted counts attempts cancelled by an interrupt: neither done
+	// nor failed, and out of the pass rate.
+	interrupted int
+	running     map[string]runningAttempt
+	pending     []string // finished lines not printed yet
+	drawn       int      // lines of the block currently on screen
+	dirty       bool
+	stop        chan struct{}
+	stopped     chan struct{}
 }
 
 type runningAttempt struct {
@@ -186,6 +209,11 @@ func (v *liveView) Event(ev executor.Event) {
 		v.running[ev.Address] = r
 	case executor.EventAttemptFinish:
 		delete(v.running, ev.Address)
+		if ev.Class == state.ClassInterrupted {
+			v.interrupted++
+			v.pending = append(v.pending, fmt.Sprintf("%s %s: %s", v.mark(ev.Class), ev.Address, finishText(ev)))
+			break
+		}
 		v.done++
 		if ev.Reward != nil && *ev.Reward >= 1 {
 			v.passed++
@@ -197,6 +225,16 @@ func (v *liveView) Event(ev executor.Event) {
 	case executor.EventWarning:
 		v.pending = append(v.pending, fmt.Sprintf("! warning: %s: %s", ev.Address, ev.Error))
 	}
+}
+
+// Notice prints msg above the block at once: written straight to the
+// terminal, it would be overwritten, or leave stale status lines behind
+// when the block is next redrawn.
+func (v *liveView) Notice(msg string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pending = append(v.pending, strings.TrimRight(msg, "\n"))
+	v.draw()
 }
 
 func (v *liveView) mark(c state.Class) string {
@@ -237,13 +275,18 @@ func (v *liveView) draw() {
 }
 
 func (v *liveView) block() []string {
-	queued := max(v.planned-v.done-len(v.running), 0)
+	queued := max(v.planned-v.done-v.interrupted-len(v.running), 0)
 	rate := "-"
-	if v.done > 0 {
-		rate = fmt.Sprintf("%.0f%%", 100*float64(v.passed)/float64(v.done))
+	// The pass rate is over attempts with a result: an infrastructure
+	// error or an interruption says nothing of the harness.
+	if n := v.done - v.infra; n > 0 {
+		rate = fmt.Sprintf("%.0f%%", 100*float64(v.passed)/float64(n))
 	}
 	head := fmt.Sprintf("%d/%d done · %d running · %d queued · passed %s · %s elapsed",
 		v.done, v.planned, len(v.running), queued, rate, time.Since(v.started).Round(time.Second))
+	if v.interrupted > 0 {
+		head += fmt.Sprintf(" · %d interrupted", v.interrupted)
+	}
 	if v.infra > 0 {
 		head += fmt.Sprintf(" · %d infra errors", v.infra)
 	}
@@ -278,10 +321,12 @@ func (v *liveView) Close() {
 // wall time.
 func printSummary(w io.Writer, r *executor.Report) {
 	elapsed := r.FinishedAt.Sub(r.StartedAt)
+	interrupted := r.InterruptedAttempts()
+	finished := len(r.Attempts) - interrupted
 	switch {
 	case r.Interrupted:
-		fmt.Fprintf(w, "\nApply interrupted: %d of %d attempts ran in %s. The next plan retries the interrupted ones.\n",
-			len(r.Attempts), r.Planned, roundDuration(elapsed))
+		fmt.Fprintf(w, "\nApply interrupted after %s: %d of %d attempts finished, %d interrupted, %d not started. The next plan retries the interrupted ones and runs the rest.\n",
+			roundDuration(elapsed), finished, r.Planned, interrupted, max(r.Planned-len(r.Attempts), 0))
 	default:
 		fmt.Fprintf(w, "\nApply complete: %d attempts in %s.\n", len(r.Attempts), roundDuration(elapsed))
 	}
@@ -290,13 +335,15 @@ func printSummary(w io.Writer, r *executor.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tMEAN REWARD\tINFRA ERRORS\tWALL")
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tMEAN REWARD\tINFRA ERRORS\tINTERRUPTED\tWALL")
 	for _, g := range r.Groups() {
 		mean := "-"
 		if m, ok := g.MeanReward(); ok {
 			mean = fmt.Sprintf("%.3f", m)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\n", g.Eval, g.Harness, g.Attempts, g.Passed, mean, g.InfraErrors, roundDuration(g.Wall))
+		// ATTEMPTS counts those that finished: an interrupted attempt is
+		// neither a pass nor a failure.
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", g.Eval, g.Harness, g.Attempts-g.Interrupted, g.Passed, mean, g.InfraErrors, g.Interrupted, roundDuration(g.Wall))
 	}
 	_ = tw.Flush()
 	if n := r.InfraErrors(); n > 0 {
@@ -313,24 +360,27 @@ func summaryJSON(r *executor.Report) any {
 		Passed      int      `json:"passed"`
 		MeanReward  *float64 `json:"mean_reward"`
 		InfraErrors int      `json:"infra_errors"`
+		Interrupted int      `json:"interrupted"`
 		WallSeconds float64  `json:"wall_seconds"`
 	}
 	groups := []group{}
 	for _, g := range r.Groups() {
-		gg := group{Eval: g.Eval, Harness: g.Harness, Attempts: g.Attempts, Passed: g.Passed, InfraErrors: g.InfraErrors, WallSeconds: g.Wall.Seconds()}
+		gg := group{Eval: g.Eval, Harness: g.Harness, Attempts: g.Attempts - g.Interrupted, Passed: g.Passed, InfraErrors: g.InfraErrors,
+			Interrupted: g.Interrupted, WallSeconds: g.Wall.Seconds()}
 		if m, ok := g.MeanReward(); ok {
 			gg.MeanReward = &m
 		}
 		groups = append(groups, gg)
 	}
 	return map[string]any{
-		"type":         "summary",
-		"run_id":       r.RunID,
-		"planned":      r.Planned,
-		"attempts":     len(r.Attempts),
-		"interrupted":  r.Interrupted,
-		"infra_errors": r.InfraErrors(),
-		"groups":       groups,
+		"type":                 "summary",
+		"run_id":               r.RunID,
+		"planned":              r.Planned,
+		"attempts":             len(r.Attempts) - r.InterruptedAttempts(),
+		"interrupted":          r.Interrupted,
+		"interrupted_attempts": r.InterruptedAttempts(),
+		"infra_errors":         r.InfraErrors(),
+		"groups":               groups,
 	}
 }
 

@@ -127,9 +127,10 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	}
 
 	fmt.Fprintf(g.Stdout, "Checking harness %q on task %s (workspace %s)\n\n", h.Name, task.Name, tmp)
-	ctx, stop := interruptible(g)
-	defer stop()
-	report, err := executor.Apply(ctx, plan, &one, store, executor.Options{
+	stopper := newStopper(g)
+	defer stopper.stop()
+	stopper.arm(func(msg string) { fmt.Fprintln(g.Stderr, msg) })
+	report, err := executor.Apply(stopper.ctx, plan, &one, store, executor.Options{
 		Parallelism: 1,
 		Providers:   providers,
 		Env:         g.lookupEnv,

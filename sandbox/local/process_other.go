@@ -13,6 +13,9 @@ import (
 
 const supported = false
 
+// KillAll does nothing where the local sandbox cannot run.
+func KillAll() int { return 0 }
+
 type process struct{}
 
 func startProcess(ctx context.Context, bin string, req sandbox.ExecRequest, env []string, dir string, linger time.Duration, forget func(*process)) (*process, error) {

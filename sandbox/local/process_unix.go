@@ -87,11 +87,17 @@ func startProcess(ctx context.Context, bin string, req sandbox.ExecRequest, env 
 	cmd.Stdout, cmd.Stderr = outW, errW
 	p.stdout, p.stderr = newPipeReader(outR), newPipeReader(errR)
 
+	// Registered before the start, so that KillAll, from any goroutine,
+	// never misses a group that has begun.
+	live.mu.Lock()
 	if err := cmd.Start(); err != nil {
+		live.mu.Unlock()
 		return fail(err)
 	}
 	p.cmd = cmd
 	p.pgid = cmd.Process.Pid
+	live.procs[p] = struct{}{}
+	live.mu.Unlock()
 
 	// ctx and the timeout end the whole group at once.
 	go func() {
@@ -123,6 +129,32 @@ func (p *process) Stdin() io.WriteCloser {
 func (p *process) Stdout() io.Reader { return p.stdout }
 func (p *process) Stderr() io.Reader { return p.stderr }
 
+// live is every process group this hemra started whose leader is still
+// running, for KillAll. A group leaves the set once it has been sent
+// SIGKILL, before its leader is reaped: a pgid in the set cannot have been
+// reused by another group.
+var live = struct {
+	mu    sync.Mutex
+	procs map[*process]struct{}
+}{procs: map[*process]struct{}{}}
+
+// KillAll sends SIGKILL to every process group the local sandbox started
+// in this process and has not reaped yet: "stop now" (a second Ctrl-C)
+// calls it before hemra exits, so that no harness that ignores SIGTERM
+// survives hemra, reparented to init. It returns how many groups it
+// signalled.
+func KillAll() int {
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	n := 0
+	for p := range live.procs {
+		if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Terminate sends SIGTERM to the process group.
 func (p *process) Terminate() error { return p.signal(syscall.SIGTERM) }
 
@@ -151,6 +183,11 @@ func (p *process) Wait() (int, error) {
 	p.waitOnce.Do(func() {
 		waitExitedNoReap(p.pgid)
 		_ = p.Kill()
+		// The whole group has its SIGKILL: KillAll has nothing left to
+		// do, and must not signal the pgid once the leader is reaped.
+		live.mu.Lock()
+		delete(live.procs, p)
+		live.mu.Unlock()
 		err := p.cmd.Wait()
 		p.code, p.err = exitCode(p.cmd, err)
 		p.killStragglers()
