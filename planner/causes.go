@@ -53,6 +53,10 @@ type CauseAction struct {
 	Action   Action   `json:"action"`
 	Reason   string   `json:"reason,omitempty"`
 	Attempts []string `json:"attempts"`
+
+	// refs are the attempts themselves, in a plan grouped here (not in
+	// one read back from JSON), so rendering need not parse addresses.
+	refs []*PlannedAttempt
 }
 
 // Len is the number of attempts of the cause.
@@ -179,10 +183,39 @@ func (c *Cause) add(a *PlannedAttempt) {
 	for i := range c.Actions {
 		if c.Actions[i].Action == a.Action && c.Actions[i].Reason == reason {
 			c.Actions[i].Attempts = append(c.Actions[i].Attempts, a.Address)
+			c.Actions[i].refs = append(c.Actions[i].refs, a)
 			return
 		}
 	}
-	c.Actions = append(c.Actions, CauseAction{Action: a.Action, Reason: reason, Attempts: []string{a.Address}})
+	c.Actions = append(c.Actions, CauseAction{Action: a.Action, Reason: reason, Attempts: []string{a.Address}, refs: []*PlannedAttempt{a}})
+}
+
+// item is one attempt's address in parts.
+type item struct {
+	eval, harness, task string
+	rep                 int
+}
+
+// items are the action's attempts in parts, and the addresses that do
+// not parse (shown as they are).
+func (ca *CauseAction) items() ([]item, []string) {
+	out := make([]item, 0, len(ca.Attempts))
+	if len(ca.refs) == len(ca.Attempts) {
+		for _, a := range ca.refs {
+			out = append(out, item{a.Eval, a.Harness, a.Task, a.Repetition})
+		}
+		return out, nil
+	}
+	var odd []string
+	for _, addr := range ca.Attempts {
+		e, h, t, r, ok := ParseAddress(addr)
+		if !ok {
+			odd = append(odd, addr)
+			continue
+		}
+		out = append(out, item{e, h, t, r})
+	}
+	return out, odd
 }
 
 // planIndex is what address compression needs to know of the whole
@@ -252,79 +285,88 @@ func indexPlan(p *Plan) *planIndex {
 // minTaskRange is the fewest tasks written as a range.
 const minTaskRange = 3
 
-// compress writes addresses (sorted by address) as few patterns:
-// "baseline/*/fizzbuzz#1-3" stands for the three repetitions of fizzbuzz
-// under every harness of eval baseline in the plan, "baseline/agent/*#1"
-// for the first repetition of every task the eval declares, and
-// "baseline/agent/{task-0001..task-0420}#1" for the tasks from task-0001
-// to task-0420 in name order. "*" is used only where an eval has more than
-// one harness (task) in the plan. Orphaned attempts are written against
-// every task the plan names, the others against the declared ones.
-func (ix *planIndex) compress(addrs []string) []string {
-	type htKey struct{ eval, harness, task string }
-	var order []htKey
-	reps := map[htKey][]int{}
-	orphaned := false
-	for _, addr := range addrs {
-		e, h, t, r, ok := ParseAddress(addr)
-		if !ok {
-			// Shown as it is.
-			k := htKey{eval: "\x00" + addr}
-			order = append(order, k)
-			continue
+// compress writes a cause's attempts of one action (in address order) as
+// few patterns: "baseline/*/fizzbuzz#1-3" stands for the three
+// repetitions of fizzbuzz under every harness of eval baseline in the
+// plan, "baseline/agent/*#1" for the first repetition of every task the
+// eval declares, and "baseline/agent/{task-0001..task-0420}#1" for the
+// tasks from task-0001 to task-0420 in name order. "*" is used only where
+// an eval has more than one harness (task) in the plan. Orphaned attempts
+// are written against every task the plan names, the others against the
+// declared ones.
+func (ix *planIndex) compress(ca *CauseAction) []string {
+	items, odd := ca.items()
+	orphaned := ca.Action == ActionOrphan
+	// Runs of one (eval, harness, task): its repetitions.
+	type run struct {
+		eval, harness, task string
+		reps                string
+	}
+	var runs []run
+	var reps []int
+	repsCache := map[string]string{}
+	flush := func(it item) {
+		r := repRanges(reps)
+		if c, ok := repsCache[r]; ok {
+			r = c
+		} else {
+			repsCache[r] = r
 		}
-		k := htKey{e, h, t}
-		if _, seen := reps[k]; !seen {
-			order = append(order, k)
-			if !orphaned {
-				if o := ix.declared[e]; o != nil {
-					_, declared := o.pos[t]
-					orphaned = !declared
-				}
-			}
+		runs = append(runs, run{it.eval, it.harness, it.task, r})
+		reps = reps[:0]
+	}
+	for i, it := range items {
+		reps = append(reps, it.rep)
+		if i+1 == len(items) || items[i+1].eval != it.eval || items[i+1].harness != it.harness || items[i+1].task != it.task {
+			flush(it)
 		}
-		reps[k] = append(reps[k], r)
 	}
 	// (eval, task, repetitions) → harnesses
 	type tKey struct{ eval, task, reps string }
+	tIndex := make(map[tKey]int, len(runs))
 	var tOrder []tKey
-	harnessesOf := map[tKey][]string{}
-	var out []string
-	for _, k := range order {
-		if strings.HasPrefix(k.eval, "\x00") {
-			out = append(out, k.eval[1:])
-			continue
+	var harnessesOf [][]string
+	for _, r := range runs {
+		k := tKey{r.eval, r.task, r.reps}
+		i, seen := tIndex[k]
+		if !seen {
+			i = len(tOrder)
+			tIndex[k] = i
+			tOrder = append(tOrder, k)
+			harnessesOf = append(harnessesOf, nil)
 		}
-		tk := tKey{k.eval, k.task, repRanges(reps[k])}
-		if _, seen := harnessesOf[tk]; !seen {
-			tOrder = append(tOrder, tk)
-		}
-		harnessesOf[tk] = append(harnessesOf[tk], k.harness)
+		harnessesOf[i] = append(harnessesOf[i], r.harness)
 	}
 	// (eval, harness pattern, repetitions) → tasks
 	type hKey struct{ eval, harness, reps string }
+	hIndex := map[hKey]int{}
 	var hOrder []hKey
-	tasksOf := map[hKey][]string{}
-	for _, tk := range tOrder {
-		hs := harnessesOf[tk]
-		pats := hs
-		if all := ix.harnesses[tk.eval]; len(all) > 1 && len(hs) == len(all) {
-			pats = []string{"*"}
+	var tasksOf [][]string
+	star := []string{"*"}
+	for i, tk := range tOrder {
+		pats := harnessesOf[i]
+		if all := ix.harnesses[tk.eval]; len(all) > 1 && len(pats) == len(all) {
+			pats = star
 		}
 		for _, h := range pats {
-			hk := hKey{tk.eval, h, tk.reps}
-			if _, seen := tasksOf[hk]; !seen {
-				hOrder = append(hOrder, hk)
+			k := hKey{tk.eval, h, tk.reps}
+			j, seen := hIndex[k]
+			if !seen {
+				j = len(hOrder)
+				hIndex[k] = j
+				hOrder = append(hOrder, k)
+				tasksOf = append(tasksOf, nil)
 			}
-			tasksOf[hk] = append(tasksOf[hk], tk.task)
+			tasksOf[j] = append(tasksOf[j], tk.task)
 		}
 	}
-	for _, hk := range hOrder {
+	out := odd
+	for j, hk := range hOrder {
 		universe := ix.declared[hk.eval]
 		if orphaned {
 			universe = ix.all[hk.eval]
 		}
-		out = append(out, taskPatterns(hk.eval+"/"+hk.harness+"/", "#"+hk.reps, tasksOf[hk], universe)...)
+		out = append(out, taskPatterns(hk.eval+"/"+hk.harness+"/", "#"+hk.reps, tasksOf[j], universe)...)
 	}
 	return out
 }

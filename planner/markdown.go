@@ -329,10 +329,14 @@ func fitSections(sections []*mdSection, avail int, d *droppedDetail) string {
 		chosen[i] = make([]string, len(s.parts))
 	}
 	open := make([]bool, len(sections))
-	// A section with parts left out ends with a line saying so.
-	const hiddenLine = 96
+	// A section with parts left out ends with a line saying so; no part
+	// is shorter than minPart.
+	const hiddenLine, minPart = 96, 48
 	used := 0
 	for _, r := range refs {
+		if avail-used < minPart {
+			break
+		}
 		s := sections[r.s]
 		p := s.parts[r.p]
 		extra := 0
@@ -441,7 +445,7 @@ func splitByEval(c *Cause) []*Cause {
 		sub.Counts = append(sub.Counts, g)
 	}
 	for _, ca := range c.Actions {
-		for _, addr := range ca.Attempts {
+		for k, addr := range ca.Attempts {
 			e, _, _, _, _ := ParseAddress(addr)
 			sub := byEval[e]
 			if sub == nil {
@@ -453,6 +457,9 @@ func splitByEval(c *Cause) []*Cause {
 				n++
 			}
 			sub.Actions[n-1].Attempts = append(sub.Actions[n-1].Attempts, addr)
+			if len(ca.refs) == len(ca.Attempts) {
+				sub.Actions[n-1].refs = append(sub.Actions[n-1].refs, ca.refs[k])
+			}
 			sub.Summary.add(ca.Action)
 		}
 	}
@@ -470,8 +477,8 @@ func causePart(c *Cause, ix *planIndex) mdPart {
 	sym := c.Actions[0].Action.Symbol()
 	pats := make([][]string, len(c.Actions))
 	total := 0
-	for i, ca := range c.Actions {
-		pats[i] = ix.compress(ca.Attempts)
+	for i := range c.Actions {
+		pats[i] = ix.compress(&c.Actions[i])
 		total += len(pats[i])
 	}
 	diff := c.Kind == CauseInput && c.Change.Diff != ""

@@ -28,8 +28,9 @@ func renderCauses(ew *errWriter, p *Plan, paint func(string, string) string) {
 				ew.printf("        tightened: %s\n", l)
 			}
 		}
-		for _, ca := range c.Actions {
-			if note := actionNote(c, ca); note != "" || len(c.Actions) > 1 {
+		for i := range c.Actions {
+			ca := &c.Actions[i]
+			if note := actionNote(c, *ca); note != "" || len(c.Actions) > 1 {
 				n := len(ca.Attempts)
 				line := groupDigits(n) + " " + actionPhrase(ca.Action, n)
 				if note != "" {
@@ -37,7 +38,7 @@ func renderCauses(ew *errWriter, p *Plan, paint func(string, string) string) {
 				}
 				ew.printf("  # %s:\n", line)
 			}
-			for _, pat := range ix.compress(ca.Attempts) {
+			for _, pat := range ix.compress(ca) {
 				ew.printf("%s %s\n", paint(actionColor(ca.Action), fmt.Sprintf("%3s", ca.Action.Symbol())), pat)
 			}
 		}
