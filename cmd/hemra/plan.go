@@ -55,7 +55,7 @@ type PlanCmd struct {
 
 func (c *PlanCmd) Help() string {
 	return `Compares what the configuration declares with what the state records and
-says, per attempt, what apply would do and why:
+says what apply would do with each attempt, and why:
 
   run        (+)    never attempted
   re-run     (-/+)  the agent's inputs changed (changes and diffs shown)
@@ -63,6 +63,15 @@ says, per attempt, what apply would do and why:
   re-judge   (~)    only the judges' inputs changed
   retry      (!)    the last attempt ended in an infrastructure error or was interrupted
   orphaned   (-)    recorded in state, no longer declared (nothing is deleted)
+
+The attempts are grouped by cause: each changed input once (a file with
+its unified diff, an attribute with old → new), then the attempts it
+affects as patterns (baseline/*/hello#1-3) with their counts per eval ×
+harness. A change of isolation (network, user, limits, mounts) is a cause
+of its own, flagged when it loosens, and the plan ends with the isolation
+the attempts that will run get, per sandbox. -detailed (or -verbose) lists
+every attempt instead. -format=markdown writes a pull-request comment
+(docs/pull-requests.md).
 
 An attempt still running in another process's apply is shown as a retry
 that names that apply (pid, host, since), and the plan opens with a note:
