@@ -76,16 +76,25 @@ type LeftoverServer struct {
 	PIDs []int  `json:"pids"`
 }
 
-// Leftovers lists the session folders in tempDir ("" = os.TempDir())
+// Leftovers lists the session folders in tempDir ("" = where Open makes
+// them by default)
 // whose hemra is no longer running, and the server processes of each that
 // still are (Linux; elsewhere the folders only).
 func Leftovers(tempDir string) ([]Leftover, error) {
+	parents := []string{tempDir}
 	if tempDir == "" {
-		tempDir = os.TempDir()
+		parents = []string{defaultTempDir()}
+		if d := os.TempDir(); d != parents[0] {
+			parents = append(parents, d)
+		}
 	}
-	dirs, err := filepath.Glob(filepath.Join(tempDir, "hemra-mcp-*"))
-	if err != nil {
-		return nil, err
+	var dirs []string
+	for _, p := range parents {
+		ds, err := filepath.Glob(filepath.Join(p, "hemra-mcp-*"))
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, ds...)
 	}
 	sort.Strings(dirs)
 	var out []Leftover

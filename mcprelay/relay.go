@@ -195,31 +195,53 @@ func (r *relay) accept() {
 		if err != nil {
 			return // closed by stop
 		}
-		r.mu.Lock()
-		if r.stopping {
-			r.mu.Unlock()
-			conn.Close()
-			continue
+		if !r.admit(conn) {
+			go r.admitLater(conn)
 		}
-		if r.cur != nil {
-			r.mu.Unlock()
-			go r.refuse(conn)
-			continue
-		}
-		c := &client{conn: conn, ids: map[string]int64{}}
-		r.cur = c
-		r.clients[c] = true
-		r.rep.Connections++
-		r.mu.Unlock()
-		r.s.record(Record{Server: r.name, Kind: "connect"}, true)
-		go r.readClient(c)
 	}
+}
+
+// admit makes conn the relayed client unless another one is.
+func (r *relay) admit(conn *net.UnixConn) bool {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		conn.Close()
+		return true
+	}
+	if r.cur != nil {
+		r.mu.Unlock()
+		return false
+	}
+	c := &client{conn: conn, ids: map[string]int64{}}
+	r.cur = c
+	r.clients[c] = true
+	r.rep.Connections++
+	r.mu.Unlock()
+	r.s.record(Record{Server: r.name, Kind: "connect"}, true)
+	go r.readClient(c)
+	return true
+}
+
+// admitLater gives a client that reconnects right after hanging up a
+// moment for the relay to see the first one go, then refuses it.
+func (r *relay) admitLater(conn *net.UnixConn) {
+	for i := 0; i < 100; i++ {
+		time.Sleep(20 * time.Millisecond)
+		if r.admit(conn) {
+			return
+		}
+	}
+	r.refuse(conn)
 }
 
 // refuse answers a second concurrent client's first request with an
 // error, then hangs up.
 func (r *relay) refuse(conn *net.UnixConn) {
 	defer conn.Close()
+	if r.stoppingNow() {
+		return
+	}
 	r.s.record(Record{Server: r.name, Kind: "refused", Note: "a second client while one is connected: MCP's stdio transport has one client per server"}, true)
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	line, err := protocol.NewLineReader(conn, r.s.opts.MaxLineBytes).Next()

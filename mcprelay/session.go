@@ -57,7 +57,8 @@ type Options struct {
 	// process group, and after SIGKILL.
 	StopGrace       time.Duration
 	StderrTailBytes int
-	// TempDir is where the private folder is made ("" = os.TempDir()).
+	// TempDir is where the private folder is made ("" = os.TempDir(), or
+	// /tmp when that is too long for socket paths).
 	TempDir string
 	// Attempt and Address are written to the record of what the session
 	// started, for `hemra doctor` after a crash.
@@ -120,7 +121,11 @@ func (e *ServerError) Error() string {
 // sock/ subfolder.
 func Open(opts Options) (*Session, error) {
 	opts = opts.withDefaults()
-	dir, err := os.MkdirTemp(opts.TempDir, "hemra-mcp-")
+	parent := opts.TempDir
+	if parent == "" {
+		parent = defaultTempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "hemra-mcp-")
 	if err != nil {
 		return nil, fmt.Errorf("making the MCP socket folder: %w", err)
 	}
@@ -145,6 +150,15 @@ func Open(opts Options) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// defaultTempDir is os.TempDir(), or /tmp when that is too long to leave
+// room for socket names (macOS's per-user TMPDIR).
+func defaultTempDir() string {
+	if d := os.TempDir(); len(d) <= 48 {
+		return d
+	}
+	return "/tmp"
 }
 
 // Dir is the private folder (0700).
