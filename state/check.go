@@ -1,8 +1,10 @@
 package state
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +70,7 @@ func (s *Store) Check() (*CheckReport, error) {
 		attempts := v.bucket(bucketAttempts)
 		history := v.bucket(bucketHistory)
 		open := v.bucket(bucketOpen)
+		summaries := v.bucket(bucketSummaries)
 		lastAt := map[string]string{} // address -> newest attempt id in history
 		err := attempts.ForEach(func(k, val []byte) error {
 			r.Attempts++
@@ -86,6 +89,9 @@ func (s *Store) Check() (*CheckReport, error) {
 			}
 			if !a.Status().Terminal() && open.Get(k) == nil {
 				problem("attempts/%s: status %s but not in the open index", id, a.Status())
+			}
+			if want, err := json.Marshal(summaryOf(a)); err == nil && !bytes.Equal(summaries.Get(k), want) {
+				problem("summaries/%s: missing or out of step with the attempt record", id)
 			}
 			for _, in := range a.Manifest.Inputs {
 				if ValidSHA256(in.Blob) {
@@ -131,26 +137,32 @@ func (s *Store) Check() (*CheckReport, error) {
 		if err != nil {
 			return err
 		}
-		err = v.bucket(bucketCurrent).ForEach(func(k, val []byte) error {
-			r.Addresses++
-			cur, err := decodeCurrent(val)
-			if err != nil {
-				problem("current/%s: %v", k, err)
+		indexed := func(addr string) bool {
+			return v.bucket(bucketCurrent).Get([]byte(addr)) != nil || v.bucket(bucketImported).Get([]byte(addr)) != nil
+		}
+		for _, index := range []Index{IndexCurrent, IndexImported} {
+			name := index.bucket()
+			err = v.bucket(name).ForEach(func(k, val []byte) error {
+				r.Addresses++
+				cur, err := decodeCurrent(val)
+				if err != nil {
+					problem("%s/%s: %v", name, k, err)
+					return nil
+				}
+				if attempts.Get([]byte(cur.AttemptID)) == nil {
+					problem("%s/%s: attempt %s is missing", name, k, cur.AttemptID)
+				}
+				if last := lastAt[string(k)]; last != cur.AttemptID {
+					problem("%s/%s: points at %s, but the newest attempt there is %s", name, k, cur.AttemptID, last)
+				}
 				return nil
+			})
+			if err != nil {
+				return err
 			}
-			if attempts.Get([]byte(cur.AttemptID)) == nil {
-				problem("current/%s: attempt %s is missing", k, cur.AttemptID)
-			}
-			if last := lastAt[string(k)]; last != cur.AttemptID {
-				problem("current/%s: points at %s, but the newest attempt there is %s", k, cur.AttemptID, last)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		for addr := range lastAt {
-			if v.bucket(bucketCurrent).Get([]byte(addr)) == nil {
+			if !indexed(addr) {
 				problem("history of %s: no current attempt", addr)
 			}
 		}

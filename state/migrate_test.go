@@ -180,3 +180,51 @@ func TestEmptyStateFileReadsAsNoState(t *testing.T) {
 		t.Errorf("after a writer opened it, Meta = %+v, %v; want a new state", m, err)
 	}
 }
+
+// TestMigrateV1 upgrades a v1 store (no summaries, no imported index): the
+// summaries of its attempts are built and agree with the records.
+func TestMigrateV1(t *testing.T) {
+	dir := t.TempDir()
+	reward := 0.5
+	a := &Attempt{ID: NewID(), Address: "e/h/t#1", Manifest: Manifest{Eval: "e", Harness: "h", Task: "t", Repetition: 1},
+		Transitions: []Transition{{Status: StatusFinished}}, Outcome: &Outcome{Class: ClassTaskFailure, Reward: &reward,
+			Usage: json.RawMessage(`{"input_tokens":10,"cost_usd":0.5}`)}}
+	writeV0(t, dir, a)
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run the v0 upgrade alone: what a v1 hemra left.
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := migrateV0(tx); err != nil {
+			return err
+		}
+		for _, b := range [][]byte{bucketSummaries, bucketImported} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
+		}
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 1)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(dir, Options{Writer: true})
+	if err != nil {
+		t.Fatalf("writer Open of format 1: %v", err)
+	}
+	defer w.Close()
+	var got Summary
+	var ok bool
+	err = w.View(func(v *View) error { got, ok, err = v.Summary(a.ID); return err })
+	if err != nil || !ok {
+		t.Fatalf("summary after the upgrade: %v, %v", ok, err)
+	}
+	if got.Eval != "e" || got.Reward == nil || *got.Reward != 0.5 || got.Usage == nil || got.Usage.InputTokens != 10 || got.Usage.CostUSD != 0.5 {
+		t.Errorf("summary after the upgrade = %+v", got)
+	}
+	if rep, err := w.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("Check after the upgrade: %+v, %v", rep, err)
+	}
+}

@@ -174,14 +174,15 @@ func (v *View) Attempt(id string) (*Attempt, error) {
 	return decodeAttempt(id, val)
 }
 
-// CurrentAttempt is addr's current attempt.
+// CurrentAttempt is addr's current attempt: of a declared address, or of
+// an imported one (import/<job>/<agent>/<task>#n).
 func (v *View) CurrentAttempt(addr string) (*Attempt, error) {
 	cur, ok, err := v.Current(addr)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("address %q: %w", addr, ErrNotFound)
+		return v.ImportedAttempt(addr)
 	}
 	return v.Attempt(cur.AttemptID)
 }

@@ -48,6 +48,21 @@ type Attempt struct {
 	Manifest    Manifest     `json:"manifest"`
 	Transitions []Transition `json:"transitions"`
 	Outcome     *Outcome     `json:"outcome,omitempty"`
+	// Origin is set on an attempt imported from elsewhere (a Harbor job):
+	// such attempts are read-only, kept in their own address index and
+	// never planned.
+	Origin *Origin `json:"origin,omitempty"`
+}
+
+// Origin says where an imported attempt came from.
+type Origin struct {
+	Format     string    `json:"format"`             // "harbor"
+	Job        string    `json:"job,omitempty"`      // the Harbor job's name (its folder)
+	JobID      string    `json:"job_id,omitempty"`   // the job's id in its result.json
+	Trial      string    `json:"trial,omitempty"`    // the trial's name (its folder)
+	TrialID    string    `json:"trial_id,omitempty"` // the trial's id in its result.json
+	Source     string    `json:"source,omitempty"`   // the folder imported, as given
+	ImportedAt time.Time `json:"imported_at"`
 }
 
 // Status is the attempt's latest status.
@@ -170,9 +185,13 @@ type Run struct {
 	FinishedAt time.Time `json:"finished_at,omitempty"`
 	Host       string    `json:"host"`
 	PID        int       `json:"pid"`
-	Status     string    `json:"status"` // running | finished | interrupted | errored
-	Attempts   []string  `json:"attempts,omitempty"`
-	Planned    int       `json:"planned"`
+	Status     string    `json:"status"` // running | finished | interrupted | errored | imported
+	// Kind is "" for an apply run and "import" for a `hemra import`, whose
+	// Source is the folder it read.
+	Kind     string   `json:"kind,omitempty"`
+	Source   string   `json:"source,omitempty"`
+	Attempts []string `json:"attempts,omitempty"`
+	Planned  int      `json:"planned"`
 	// PlanSHA256 is the SHA-256 of the saved plan file the run applied
 	// (hemra apply PLANFILE), "" for a run that planned itself: a plan file
 	// applied once is recognised when it is applied again.

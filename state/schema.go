@@ -20,7 +20,7 @@ import (
 
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
-const FormatVersion = 1
+const FormatVersion = 2
 
 var (
 	// bucketMeta holds keyFormatVersion, keyLineage and keySerial.
@@ -45,6 +45,14 @@ var (
 	// bucketOpen holds the ids of attempts whose status is not terminal, so
 	// RecoverInterrupted never scans every attempt.
 	bucketOpen = []byte("open")
+	// bucketSummaries maps an attempt id to its Summary JSON (v2): the
+	// compact form the results model reads for every attempt of a listing.
+	bucketSummaries = []byte("summaries")
+	// bucketImported maps the address of an imported attempt
+	// (import/<job>/<agent>/<task>#n) to its Current JSON (v2). It is a
+	// separate index from bucketCurrent so that plan never sees imported
+	// attempts: they are never planned, never re-run, never orphaned.
+	bucketImported = []byte("imported")
 
 	keyFormatVersion = []byte("format_version") // big-endian uint64
 	keyLineage       = []byte("lineage")        // string
@@ -52,7 +60,7 @@ var (
 )
 
 // allBuckets are created in every new or migrated store.
-var allBuckets = [][]byte{bucketMeta, bucketAttempts, bucketCurrent, bucketHistory, bucketRuns, bucketRunAttempts, bucketOpen}
+var allBuckets = [][]byte{bucketMeta, bucketAttempts, bucketCurrent, bucketHistory, bucketRuns, bucketRunAttempts, bucketOpen, bucketSummaries, bucketImported}
 
 // keySep separates the parts of composite keys. Addresses and ids never
 // contain it (AddAttempt refuses them).
@@ -85,6 +93,7 @@ func getUint64(b *bolt.Bucket, key []byte) (uint64, bool, error) {
 // mid-migration leaves the old format intact.
 var migrations = map[int]func(tx *bolt.Tx) error{
 	0: migrateV0,
+	1: migrateV1,
 }
 
 // migrateV0 upgrades the prototype format (attempts, history and runs only)
@@ -117,5 +126,22 @@ func migrateV0(tx *bolt.Tx) error {
 			return open.Put(k, nil)
 		}
 		return nil
+	})
+}
+
+// migrateV1 upgrades v1 to v2 by adding the summaries of every attempt and
+// the (empty) index of imported attempts.
+func migrateV1(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return tx.Bucket(bucketAttempts).ForEach(func(k, v []byte) error {
+		a, err := decodeAttempt(string(k), v)
+		if err != nil {
+			return err
+		}
+		return putSummary(tx, a)
 	})
 }

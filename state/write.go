@@ -130,28 +130,49 @@ func (s *Store) AddAttempt(a *Attempt) error { return s.AddAttempts([]*Attempt{a
 // AddAttempts records many attempts in one transaction: all or none. For
 // bulk loads (imports, benchmarks); the executor adds one at a time.
 func (s *Store) AddAttempts(as []*Attempt) error {
-	type prepared struct {
-		a   *Attempt
-		rec []byte
-		cur []byte
+	prep, err := prepareAttempts(as)
+	if err != nil {
+		return err
 	}
+	return s.update(func(tx *bolt.Tx) error {
+		for _, p := range prep {
+			if tx.Bucket(bucketAttempts).Get([]byte(p.a.ID)) != nil {
+				return fmt.Errorf("attempt %s is already recorded: attempts are never overwritten", p.a.ID)
+			}
+			if err := putAttempt(tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// preparedAttempt is an attempt checked and encoded outside the write
+// transaction.
+type preparedAttempt struct {
+	a   *Attempt
+	rec []byte
+	cur []byte
+}
+
+func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 	seen := make(map[string]bool, len(as))
-	prep := make([]prepared, 0, len(as))
+	prep := make([]preparedAttempt, 0, len(as))
 	for _, a := range as {
 		if a.ID == "" {
 			a.ID = NewID()
 		}
 		if !validID(a.ID) {
-			return fmt.Errorf("attempt id %q: only letters, digits, '-' and '_' are allowed", a.ID)
+			return nil, fmt.Errorf("attempt id %q: only letters, digits, '-' and '_' are allowed", a.ID)
 		}
 		if a.Address == "" || strings.Contains(a.Address, keySep) {
-			return fmt.Errorf("attempt %s: address %q is empty or holds a NUL byte", a.ID, a.Address)
+			return nil, fmt.Errorf("attempt %s: address %q is empty or holds a NUL byte", a.ID, a.Address)
 		}
 		if strings.Contains(a.RunID, keySep) {
-			return fmt.Errorf("attempt %s: run id %q holds a NUL byte", a.ID, a.RunID)
+			return nil, fmt.Errorf("attempt %s: run id %q holds a NUL byte", a.ID, a.RunID)
 		}
 		if seen[a.ID] {
-			return fmt.Errorf("attempt %s is given twice", a.ID)
+			return nil, fmt.Errorf("attempt %s is given twice", a.ID)
 		}
 		seen[a.ID] = true
 		for i := range a.Transitions {
@@ -161,44 +182,64 @@ func (s *Store) AddAttempts(as []*Attempt) error {
 		}
 		rec, err := json.Marshal(a)
 		if err != nil {
-			return fmt.Errorf("attempt %s: %w", a.ID, err)
+			return nil, fmt.Errorf("attempt %s: %w", a.ID, err)
 		}
 		cur, err := encodeCurrent(currentOf(a))
 		if err != nil {
+			return nil, err
+		}
+		prep = append(prep, preparedAttempt{a, rec, cur})
+	}
+	return prep, nil
+}
+
+// putAttempt writes a new attempt record with its history, index, summary,
+// open and run entries.
+func putAttempt(tx *bolt.Tx, p preparedAttempt) error {
+	id := []byte(p.a.ID)
+	if err := tx.Bucket(bucketAttempts).Put(id, p.rec); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketHistory).Put(historyKey(p.a.Address, p.a.ID), nil); err != nil {
+		return err
+	}
+	if err := putIndex(tx, p.a, p.cur); err != nil {
+		return err
+	}
+	if err := putSummary(tx, p.a); err != nil {
+		return err
+	}
+	if !p.a.Status().Terminal() {
+		if err := tx.Bucket(bucketOpen).Put(id, nil); err != nil {
 			return err
 		}
-		prep = append(prep, prepared{a, rec, cur})
 	}
-	return s.update(func(tx *bolt.Tx) error {
-		attempts, current, history := tx.Bucket(bucketAttempts), tx.Bucket(bucketCurrent), tx.Bucket(bucketHistory)
-		open, runAttempts := tx.Bucket(bucketOpen), tx.Bucket(bucketRunAttempts)
-		for _, p := range prep {
-			id := []byte(p.a.ID)
-			if attempts.Get(id) != nil {
-				return fmt.Errorf("attempt %s is already recorded: attempts are never overwritten", p.a.ID)
-			}
-			if err := attempts.Put(id, p.rec); err != nil {
-				return err
-			}
-			if err := history.Put(historyKey(p.a.Address, p.a.ID), nil); err != nil {
-				return err
-			}
-			if err := current.Put([]byte(p.a.Address), p.cur); err != nil {
-				return err
-			}
-			if !p.a.Status().Terminal() {
-				if err := open.Put(id, nil); err != nil {
-					return err
-				}
-			}
-			if p.a.RunID != "" {
-				if err := runAttempts.Put(runAttemptKey(p.a.RunID, p.a.ID), nil); err != nil {
-					return err
-				}
-			}
+	if p.a.RunID != "" {
+		return tx.Bucket(bucketRunAttempts).Put(runAttemptKey(p.a.RunID, p.a.ID), nil)
+	}
+	return nil
+}
+
+// indexOf is the address index an attempt belongs to: imported attempts
+// have their own, which plan never reads.
+func indexOf(a *Attempt) Index {
+	if a.Origin != nil {
+		return IndexImported
+	}
+	return IndexCurrent
+}
+
+// putIndex makes cur (a's Current) its address's entry in a's index,
+// unless that entry is a newer attempt (ids sort by creation): restoring
+// an older attempt adds it to the history only.
+func putIndex(tx *bolt.Tx, a *Attempt, cur []byte) error {
+	b := tx.Bucket(indexOf(a).bucket())
+	if old := b.Get([]byte(a.Address)); old != nil {
+		if c, err := decodeCurrent(old); err == nil && c.AttemptID > a.ID {
+			return nil
 		}
-		return nil
-	})
+	}
+	return b.Put([]byte(a.Address), cur)
 }
 
 // now is the time recorded in transitions and runs: UTC, so records read the
@@ -301,7 +342,10 @@ func changeAttempt(tx *bolt.Tx, id string, change func(a *Attempt) error) error 
 			return err
 		}
 	}
-	current := tx.Bucket(bucketCurrent)
+	if err := putSummary(tx, a); err != nil {
+		return err
+	}
+	current := tx.Bucket(indexOf(a).bucket())
 	if val := current.Get([]byte(a.Address)); val != nil {
 		cur, err := decodeCurrent(val)
 		if err != nil {

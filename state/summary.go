@@ -1,0 +1,216 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Summary is the compact record of one attempt that the results model
+// (package results) reads: who, what, how it ended, its reward and every
+// reward key, usage, judge scores and times, without its manifest. It is
+// derived from the Attempt on every write (summaryOf), so it never
+// disagrees with the record; `hemra show` over 100,000 attempts decodes
+// 100,000 of these instead of 100,000 manifests.
+type Summary struct {
+	ID         string             `json:"id"`
+	Address    string             `json:"a"`
+	RunID      string             `json:"r,omitempty"`
+	Eval       string             `json:"e"`
+	Harness    string             `json:"h"`
+	Task       string             `json:"t"`
+	Repetition int                `json:"n,omitempty"`
+	Status     Status             `json:"s"`
+	Class      Class              `json:"c,omitempty"`
+	Reward     *float64           `json:"w,omitempty"`
+	Rewards    map[string]float64 `json:"ws,omitempty"`
+	Error      string             `json:"x,omitempty"` // first line, at most 200 bytes
+	// Started and Finished are Unix times in milliseconds, 0 when unknown.
+	Started  int64                 `json:"b,omitempty"`
+	Finished int64                 `json:"f,omitempty"`
+	Usage    *TokenUsage           `json:"u,omitempty"`
+	Judges   map[string]JudgeScore `json:"j,omitempty"`
+	// Imported is set for attempts read from elsewhere (hemra import):
+	// read-only, never planned.
+	Imported bool `json:"m,omitempty"`
+}
+
+// StartedAt is when the attempt started; zero when unknown.
+func (s *Summary) StartedAt() time.Time { return unixMilli(s.Started) }
+
+// FinishedAt is when the attempt ended; zero while it runs.
+func (s *Summary) FinishedAt() time.Time { return unixMilli(s.Finished) }
+
+func unixMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func milli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// TokenUsage is the model usage a harness reported for an attempt (the
+// protocol's result usage: docs/protocol.md), or that an imported result
+// recorded.
+type TokenUsage struct {
+	InputTokens  int64   `json:"input_tokens,omitempty"`
+	OutputTokens int64   `json:"output_tokens,omitempty"`
+	CacheTokens  int64   `json:"cache_tokens,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
+}
+
+// summaryOf is the Summary of an attempt.
+func summaryOf(a *Attempt) Summary {
+	m := &a.Manifest
+	s := Summary{
+		ID: a.ID, Address: a.Address, RunID: a.RunID,
+		Eval: m.Eval, Harness: m.Harness, Task: m.Task, Repetition: m.Repetition,
+		Status: a.Status(), Imported: a.Origin != nil,
+	}
+	if len(a.Transitions) > 0 {
+		s.Started = milli(a.Transitions[0].At)
+	}
+	o := a.Outcome
+	if o == nil {
+		return s
+	}
+	s.Class, s.Reward, s.Rewards, s.Error = o.Class, o.Reward, o.Rewards, firstLine(o.Error)
+	if !o.StartedAt.IsZero() {
+		s.Started = milli(o.StartedAt)
+	}
+	if a.Status().Terminal() {
+		s.Finished = milli(o.FinishedAt)
+	}
+	if len(o.Usage) > 0 {
+		var u TokenUsage
+		// A harness's usage that does not parse is shown as none: the raw
+		// value stays in the record.
+		if json.Unmarshal(o.Usage, &u) == nil && u != (TokenUsage{}) {
+			s.Usage = &u
+		}
+	}
+	s.Judges = o.Judges
+	return s
+}
+
+func putSummary(tx *bolt.Tx, a *Attempt) error {
+	enc, err := json.Marshal(summaryOf(a))
+	if err != nil {
+		return fmt.Errorf("summary of attempt %s: %w", a.ID, err)
+	}
+	return tx.Bucket(bucketSummaries).Put([]byte(a.ID), enc)
+}
+
+// Summary is the summary of the attempt with this id; false when there is
+// none.
+func (v *View) Summary(id string) (Summary, bool, error) {
+	val := v.get(bucketSummaries, id)
+	if val == nil {
+		return Summary{}, false, nil
+	}
+	var s Summary
+	if err := json.Unmarshal(val, &s); err != nil {
+		return Summary{}, false, fmt.Errorf("summary %q: %w", id, err)
+	}
+	return s, true, nil
+}
+
+// Index names one of the two address indexes: the current attempts of
+// declared addresses (what plan reads) and the imported ones (never
+// planned).
+type Index int
+
+const (
+	IndexCurrent Index = iota
+	IndexImported
+)
+
+func (i Index) bucket() []byte {
+	if i == IndexImported {
+		return bucketImported
+	}
+	return bucketCurrent
+}
+
+// ForEachSummary calls fn with the summary of the current attempt of every
+// address in the index that starts with prefix ("" for all), in address
+// order. An error from fn stops the walk and is returned.
+func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error) error {
+	b := v.bucket(index.bucket())
+	if b == nil {
+		return nil
+	}
+	summaries := v.bucket(bucketSummaries)
+	p := []byte(prefix)
+	c := b.Cursor()
+	for k, val := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+		cur, err := decodeCurrent(val)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", index.bucket(), k, err)
+		}
+		s, err := summaryAt(summaries, cur.AttemptID)
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ForEachRunSummary calls fn with the summary of every attempt of a run,
+// in creation order.
+func (v *View) ForEachRunSummary(runID string, fn func(Summary) error) error {
+	summaries := v.bucket(bucketSummaries)
+	for _, id := range v.prefixIDs(bucketRunAttempts, runID) {
+		s, err := summaryAt(summaries, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func summaryAt(b *bolt.Bucket, id string) (Summary, error) {
+	var s Summary
+	var val []byte
+	if b != nil {
+		val = b.Get([]byte(id))
+	}
+	if val == nil {
+		return s, fmt.Errorf("summary of attempt %q: %w", id, ErrNotFound)
+	}
+	if err := json.Unmarshal(val, &s); err != nil {
+		return s, fmt.Errorf("summary of attempt %q: %w", id, err)
+	}
+	return s, nil
+}
+
+// ForEachImported calls fn for every imported address with its attempt's
+// summary index entry, in address order.
+func (v *View) ForEachImported(fn func(addr string, c Current) error) error {
+	b := v.bucket(bucketImported)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, val []byte) error {
+		cur, err := decodeCurrent(val)
+		if err != nil {
+			return fmt.Errorf("imported %q: %w", k, err)
+		}
+		return fn(string(k), cur)
+	})
+}
