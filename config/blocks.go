@@ -637,12 +637,25 @@ func checkBaseURL(s string) error {
 	return fmt.Errorf("%q must be an https URL", s)
 }
 
+// ReservedEvalImport is the eval name of imported results, which no
+// declared eval may take.
+const ReservedEvalImport = "import"
+
 func (l *loader) decodeEval(n *node) {
 	rb := n.block
 	d := l.decoder(blockEval, rb.attrs, n, "")
 	d.evalAll()
 	e := &Eval{Name: rb.name, Attempts: 1, DeclRange: rb.block.DefRange, Attrs: attrRanges(rb.attrs)}
 	l.cfg.Evals[rb.name] = e
+	if rb.name == ReservedEvalImport {
+		// Imported results live at import/<job>/<agent>/<task>#n.
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Reserved eval name",
+			Detail:   `"import" names the results hemra import brings in (import/<job>/<agent>/<task>#n); give the eval another name.`,
+			Subject:  rb.block.LabelRanges[0].Ptr(),
+		})
+	}
 	if !d.has("dataset") {
 		l.requireAttr(rb, "dataset", "An eval needs dataset, like dataset = dataset.smoke.")
 	}

@@ -89,15 +89,28 @@ func (s *Store) PutBlobFile(path string) (string, int64, error) {
 	} else if !st.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("%s is not a regular file", path)
 	}
+	sha, size, err := s.PutBlobReader(src)
+	if err != nil {
+		return "", 0, fmt.Errorf("storing %s: %w", path, err)
+	}
+	return sha, size, nil
+}
+
+// PutBlobReader stores everything r yields and returns its SHA-256 and
+// size; r is read once.
+func (s *Store) PutBlobReader(r io.Reader) (string, int64, error) {
+	if !s.opts.Writer {
+		return "", 0, ErrReadOnly
+	}
 	tmp, err := s.blobTemp()
 	if err != nil {
 		return "", 0, err
 	}
 	h := sha256.New()
-	size, err := io.Copy(io.MultiWriter(tmp, h), src)
+	size, err := io.Copy(io.MultiWriter(tmp, h), r)
 	if err != nil {
 		discard(tmp)
-		return "", 0, fmt.Errorf("storing %s: %w", path, err)
+		return "", 0, err
 	}
 	sha := hex.EncodeToString(h.Sum(nil))
 	if s.HasBlob(sha) {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
 	"sync"
@@ -55,4 +56,16 @@ func IDTime(id string) (time.Time, bool) {
 	}
 	ms := binary.BigEndian.Uint64(b[0:8]) >> 16
 	return time.UnixMilli(int64(ms)), true
+}
+
+// IDAt returns the id of a record made elsewhere at time t, the same for
+// the same t and seed: what `hemra import` gives a Harbor trial (seed: the
+// trial's id), so that importing it again finds it, and its id sorts by
+// when the trial ran, as every id does.
+func IDAt(t time.Time, seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(t.UnixMilli())<<16)
+	copy(b[6:12], sum[:6])
+	return idEncoding.EncodeToString(b[:])
 }

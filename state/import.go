@@ -2,8 +2,13 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -103,4 +108,50 @@ func (v *View) ImportedAttempt(addr string) (*Attempt, error) {
 		return nil, fmt.Errorf("imported %q: %w", addr, err)
 	}
 	return v.Attempt(cur.AttemptID)
+}
+
+// RestoreEventLog writes an event log made elsewhere (a hemra export) at
+// rel, a path relative to the store under events/ as an attempt record
+// names it. An existing log with the same content is kept; with other
+// content it is an error: event logs are append-only.
+func (s *Store) RestoreEventLog(rel string, r io.Reader) error {
+	if !s.opts.Writer {
+		return ErrReadOnly
+	}
+	clean := filepath.ToSlash(filepath.Clean(filepath.FromSlash(rel)))
+	if clean != rel || !strings.HasPrefix(rel, eventsDir+"/") || strings.Count(rel, "/") != 1 || !strings.HasSuffix(rel, ".jsonl") {
+		return fmt.Errorf("event log path %q is not events/<name>.jsonl", rel)
+	}
+	dst := filepath.Join(s.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".restore-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if old, err := os.Open(dst); err == nil {
+		defer old.Close()
+		h2 := sha256.New()
+		if _, err := io.Copy(h2, old); err != nil {
+			return err
+		}
+		if !bytes.Equal(h.Sum(nil), h2.Sum(nil)) {
+			return fmt.Errorf("%s exists with other content: event logs are never overwritten", rel)
+		}
+		return nil
+	}
+	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), dst) // fails, and keeps dst, if it appeared meanwhile
 }

@@ -214,3 +214,73 @@ func (v *View) ForEachImported(fn func(addr string, c Current) error) error {
 		return fn(string(k), cur)
 	})
 }
+
+// SummaryPage is up to limit summaries of the current attempts of the
+// index's addresses that start with prefix and sort after after ("" for
+// the first page), in address order, and the address to give as after for
+// the next page ("" after the last). Paging lets a long reader (an export)
+// hold each read transaction only briefly while an apply writes.
+func (v *View) SummaryPage(index Index, prefix, after string, limit int) ([]Summary, string, error) {
+	b := v.bucket(index.bucket())
+	if b == nil {
+		return nil, "", nil
+	}
+	summaries := v.bucket(bucketSummaries)
+	p := []byte(prefix)
+	c := b.Cursor()
+	k, val := c.Seek(p)
+	if after != "" {
+		k, val = c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, val = c.Next()
+		}
+	}
+	var out []Summary
+	for ; k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+		if len(out) == limit {
+			return out, out[len(out)-1].Address, nil
+		}
+		cur, err := decodeCurrent(val)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s %q: %w", index.bucket(), k, err)
+		}
+		s, err := summaryAt(summaries, cur.AttemptID)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, s)
+	}
+	return out, "", nil
+}
+
+// RunSummaryPage is up to limit summaries of a run's attempts with ids
+// after after ("" for the first page), in creation order, and the id to
+// give as after for the next page ("" after the last).
+func (v *View) RunSummaryPage(runID, after string, limit int) ([]Summary, string, error) {
+	b := v.bucket(bucketRunAttempts)
+	if b == nil {
+		return nil, "", nil
+	}
+	summaries := v.bucket(bucketSummaries)
+	p := []byte(runID + keySep)
+	c := b.Cursor()
+	k, _ := c.Seek(p)
+	if after != "" {
+		k, _ = c.Seek(runAttemptKey(runID, after))
+		if k != nil && string(k) == string(runAttemptKey(runID, after)) {
+			k, _ = c.Next()
+		}
+	}
+	var out []Summary
+	for ; k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		if len(out) == limit {
+			return out, out[len(out)-1].ID, nil
+		}
+		s, err := summaryAt(summaries, string(k[len(p):]))
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, s)
+	}
+	return out, "", nil
+}

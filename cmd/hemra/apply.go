@@ -143,9 +143,9 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		return err
 	}
 	if c.JSON {
-		_ = json.NewEncoder(g.Stdout).Encode(summaryJSON(report))
+		_ = json.NewEncoder(g.Stdout).Encode(summaryJSON(report, store))
 	} else {
-		printSummary(g.Stdout, report)
+		printSummary(g.Stdout, report, store)
 	}
 	if report.Interrupted || report.InfraErrors() > 0 {
 		return exitError(1)

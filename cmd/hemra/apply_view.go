@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hemra-dev/hemra/executor"
+	"github.com/hemra-dev/hemra/results"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -316,10 +317,13 @@ func (v *liveView) Close() {
 	// Leave the last block on screen above the summary.
 }
 
-// printSummary writes the end-of-apply table: per eval × harness, the
-// attempts, how many passed, the mean reward, infrastructure errors and
-// wall time.
-func printSummary(w io.Writer, r *executor.Report) {
+// printSummary writes the end-of-apply table: per eval × harness of the
+// run, the attempts that finished (an interrupted attempt is neither a
+// pass nor a failure: it has its own column), how many passed, the pass
+// rate, the mean reward with its 95% interval, infrastructure errors,
+// interrupted attempts and wall time. The figures are the results model's
+// (package results), read back from the store.
+func printSummary(w io.Writer, r *executor.Report, store *state.Store) {
 	elapsed := r.FinishedAt.Sub(r.StartedAt)
 	interrupted := r.InterruptedAttempts()
 	finished := len(r.Attempts) - interrupted
@@ -333,46 +337,45 @@ func printSummary(w io.Writer, r *executor.Report) {
 	if len(r.Attempts) == 0 {
 		return
 	}
+	res, err := results.Load(store, results.Query{Run: r.RunID})
+	if err != nil {
+		fmt.Fprintf(w, "\nThe summary could not be read back from the store: %v\n", err)
+		return
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tMEAN REWARD\tINFRA ERRORS\tINTERRUPTED\tWALL")
-	for _, g := range r.Groups() {
-		mean := "-"
-		if m, ok := g.MeanReward(); ok {
-			mean = fmt.Sprintf("%.3f", m)
-		}
-		// ATTEMPTS counts those that finished: an interrupted attempt is
-		// neither a pass nor a failure.
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\n", g.Eval, g.Harness, g.Attempts-g.Interrupted, g.Passed, mean, g.InfraErrors, g.Interrupted, roundDuration(g.Wall))
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\tINFRA ERRORS\tINTERRUPTED\tWALL")
+	for _, g := range res.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Eval, g.Harness, g.Ended, g.Passed, percent(g.PassRate),
+			estimateMean(g.Reward), results.Interval(g.Reward), g.ByClass[state.ClassInfraError], g.Interrupted, seconds(g.Durations.Wall))
 	}
 	_ = tw.Flush()
+	if errs := errorClasses(res.Groups); errs != "" {
+		fmt.Fprintf(w, "Attempts without a reward count as 0 in the mean (%s).\n", errs)
+	}
 	if n := r.InfraErrors(); n > 0 {
 		fmt.Fprintf(w, "\n%d attempts ended in an infrastructure error; the next plan retries them. See hemra show ADDRESS.\n", n)
 	}
 }
 
-// summaryJSON is the last line of `hemra apply -json`.
-func summaryJSON(r *executor.Report) any {
+// summaryJSON is the last line of `hemra apply -json`: the run's figures
+// per eval × harness from the results model.
+func summaryJSON(r *executor.Report, store *state.Store) any {
 	type group struct {
-		Eval        string   `json:"eval"`
-		Harness     string   `json:"harness"`
-		Attempts    int      `json:"attempts"`
-		Passed      int      `json:"passed"`
-		MeanReward  *float64 `json:"mean_reward"`
-		InfraErrors int      `json:"infra_errors"`
-		Interrupted int      `json:"interrupted"`
-		WallSeconds float64  `json:"wall_seconds"`
+		Eval        string            `json:"eval"`
+		Harness     string            `json:"harness"`
+		Attempts    int               `json:"attempts"` // finished: not interrupted
+		Passed      int               `json:"passed"`
+		Errored     int               `json:"errored"`
+		MeanReward  *float64          `json:"mean_reward"`
+		Reward      *results.Estimate `json:"reward"`
+		PassRate    *results.Estimate `json:"pass_rate"`
+		InfraErrors int               `json:"infra_errors"`
+		Interrupted int               `json:"interrupted"`
+		WallSeconds float64           `json:"wall_seconds"`
 	}
 	groups := []group{}
-	for _, g := range r.Groups() {
-		gg := group{Eval: g.Eval, Harness: g.Harness, Attempts: g.Attempts - g.Interrupted, Passed: g.Passed, InfraErrors: g.InfraErrors,
-			Interrupted: g.Interrupted, WallSeconds: g.Wall.Seconds()}
-		if m, ok := g.MeanReward(); ok {
-			gg.MeanReward = &m
-		}
-		groups = append(groups, gg)
-	}
-	return map[string]any{
+	out := map[string]any{
 		"type":                 "summary",
 		"run_id":               r.RunID,
 		"planned":              r.Planned,
@@ -380,8 +383,23 @@ func summaryJSON(r *executor.Report) any {
 		"interrupted":          r.Interrupted,
 		"interrupted_attempts": r.InterruptedAttempts(),
 		"infra_errors":         r.InfraErrors(),
-		"groups":               groups,
 	}
+	if res, err := results.Load(store, results.Query{Run: r.RunID}); err == nil {
+		for _, g := range res.Groups {
+			gg := group{Eval: g.Eval, Harness: g.Harness, Attempts: g.Ended, Passed: g.Passed, Errored: g.Errored,
+				Reward: g.Reward, PassRate: g.PassRate, InfraErrors: g.ByClass[state.ClassInfraError], Interrupted: g.Interrupted,
+				WallSeconds: g.Durations.Wall}
+			if g.Reward != nil {
+				m := g.Reward.Mean
+				gg.MeanReward = &m
+			}
+			groups = append(groups, gg)
+		}
+	} else if len(r.Attempts) > 0 {
+		out["error"] = err.Error()
+	}
+	out["groups"] = groups
+	return out
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

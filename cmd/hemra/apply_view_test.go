@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,26 +92,51 @@ func TestLiveViewCountsInterrupted(t *testing.T) {
 
 // TestSummaryCountsInterrupted: the summary says how many attempts
 // finished, were interrupted and never started, and the table counts
-// interrupted ones in their own column, not among the attempts.
+// interrupted ones in their own column, not among the attempts (nor in the
+// mean reward).
 func TestSummaryCountsInterrupted(t *testing.T) {
-	start := time.Now()
-	r := &executor.Report{Planned: 6, Interrupted: true, StartedAt: start, FinishedAt: start.Add(time.Minute)}
+	start := time.Now().UTC()
+	store, err := state.Open(filepath.Join(t.TempDir(), ".hemra"), state.Options{Writer: true, Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	run := &state.Run{Planned: 6}
+	if err := store.BeginRun(run); err != nil {
+		t.Fatal(err)
+	}
+	r := &executor.Report{RunID: run.ID, Planned: 6, Interrupted: true, StartedAt: start, FinishedAt: start.Add(time.Minute)}
 	for i, c := range []state.Class{state.ClassPassed, state.ClassTaskFailure, state.ClassInterrupted} {
 		a := executor.AttemptReport{Address: fmt.Sprintf("e/h/t%d#1", i), Eval: "e", Harness: "h", Class: c, StartedAt: start, Duration: time.Second}
+		final := state.StatusInterrupted
 		if c != state.ClassInterrupted {
 			a.Reward = reward(map[state.Class]float64{state.ClassPassed: 1}[c])
+			final = state.StatusFinished
 		}
 		r.Attempts = append(r.Attempts, a)
+		rec := &state.Attempt{Address: a.Address, RunID: run.ID, Manifest: state.Manifest{Eval: "e", Harness: "h", Task: fmt.Sprintf("t%d", i), Repetition: 1},
+			Transitions: []state.Transition{{Status: state.StatusPending, At: start}, {Status: final, At: start.Add(time.Second)}},
+			Outcome:     &state.Outcome{Class: c, Reward: a.Reward, StartedAt: start, FinishedAt: start.Add(time.Second)}}
+		if err := store.AddAttempt(rec); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var b strings.Builder
-	printSummary(&b, r)
+	printSummary(&b, r, store)
 	out := b.String()
 	if !strings.Contains(out, "2 of 6 attempts finished, 1 interrupted, 3 not started") {
 		t.Errorf("summary:\n%s\nwant 2 of 6 finished, 1 interrupted, 3 not started", out)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	header, row := strings.Fields(lines[len(lines)-2]), strings.Fields(lines[len(lines)-1])
-	if !strings.Contains(lines[len(lines)-2], "INTERRUPTED") || len(row) < 8 || row[2] != "2" || row[6] != "1" {
-		t.Errorf("table:\n%s\n%s\nwant ATTEMPTS 2 and INTERRUPTED 1", strings.Join(header, " "), strings.Join(row, " "))
+	header, row := lines[len(lines)-2], lines[len(lines)-1]
+	col := func(name string) string { // the value under a column of the table
+		i := strings.Index(header, name)
+		if i < 0 || i >= len(row) {
+			return ""
+		}
+		return strings.Fields(row[i:])[0]
+	}
+	if col("ATTEMPTS") != "2" || col("INTERRUPTED") != "1" || col("MEAN REWARD") != "0.500" {
+		t.Errorf("table:\n%s\n%s\nwant ATTEMPTS 2, INTERRUPTED 1, MEAN REWARD 0.500 (the interrupted one not counted)", header, row)
 	}
 }

@@ -30,10 +30,9 @@ type CLI struct {
 	Runs     RunsCmd     `cmd:"" help:"List apply runs."`
 	Doctor   DoctorCmd   `cmd:"" help:"Check which sandboxes are available and what they enforce."`
 	Harness  HarnessCmd  `cmd:"" help:"Tools for harness authors."`
-	Export   ExportCmd   `cmd:"" help:"Write a self-contained copy of a run or an attempt."`
-	Import   ImportCmd   `cmd:"" help:"Import results produced elsewhere."`
-	Compare  CompareCmd  `cmd:"" help:"Compare two evals or runs."`
-	Serve    ServeCmd    `cmd:"" help:"Serve a read-only web view of the store."`
+	Compare  CompareCmd  `cmd:"" help:"Compare two evals × harnesses or runs, task by task, with 95% intervals."`
+	Export   ExportCmd   `cmd:"" help:"Write a self-contained copy of a run, an attempt or an eval × harness (hemra's or Harbor's layout)."`
+	Import   ImportCmd   `cmd:"" help:"Import a Harbor job folder, or a hemra export, into the store."`
 	Version  VersionCmd  `cmd:"" help:"Print hemra's version."`
 }
 
@@ -77,8 +76,6 @@ func (g *Globals) Getenv(name string) string {
 type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-var errNotImplemented = errors.New("not implemented yet")
 
 // terraformFlag matches a single-dash long flag (-chdir, -out=FILE) that
 // Terraform users type; kong wants two dashes.
@@ -124,6 +121,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 		fmt.Fprintf(stderr, "hemra: %v\n", err)
 		return 1
 	}
+	if len(args) == 0 {
+		// Bare hemra: the usage, as `hemra --help` prints it.
+		args = []string{"--help"}
+	}
 	ctx, err := parser.Parse(normalizeArgs(args))
 	if exit >= 0 {
 		return exit
@@ -143,9 +144,6 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 		return 0
 	case errors.As(err, &code):
 		return int(code)
-	case errors.Is(err, errNotImplemented):
-		fmt.Fprintf(stderr, "Error: hemra %s is not implemented yet.\n", ctx.Command())
-		return 1
 	default:
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return 1

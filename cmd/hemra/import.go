@@ -1,14 +1,75 @@
 package main
 
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hemra-dev/hemra/results"
+	"github.com/hemra-dev/hemra/state"
+)
+
 // ImportCmd is `hemra import`.
 type ImportCmd struct {
-	Path string `arg:"" optional:"" help:"What to import."`
+	Path        string        `arg:"" help:"A Harbor job folder (jobs/<job_name>/), or with -format hemra a hemra export (folder or .tar.gz)."`
+	Format      string        `name:"format" enum:"harbor,hemra" default:"harbor" help:"harbor (a Harbor job folder) or hemra (what hemra export wrote)."`
+	Job         string        `name:"job" placeholder:"NAME" help:"Name the Harbor job in addresses (import/NAME/...) instead of its folder's name."`
+	JSON        bool          `name:"json" help:"Print what was imported as JSON."`
+	LockTimeout time.Duration `name:"lock-timeout" default:"0s" help:"Wait this long for another hemra writing the store."`
 }
 
 func (c *ImportCmd) Help() string {
-	return `Example:
+	return `A Harbor job folder becomes read-only imported attempts, one per trial, at
+import/<job>/<agent>/<task>#n: never planned, never re-run, shown and
+compared like hemra's own (hemra show import/<job>/<agent>, hemra compare
+import/<job>/<agent> smoke/agent). Every file of a trial is kept in the
+store; symbolic links are never followed, and a file that cannot be read is
+reported, naming it, while the rest is imported. Importing the same job
+again adds only new trials.
 
-  hemra import ./jobs/2026-11-30`
+-format hemra reads back an export of hemra (hemra export), record for
+record, after checking every file against its SHA256SUMS.
+
+Examples:
+
+  hemra import jobs/2026-11-30__10-00-00
+  hemra import -job baseline ~/harbor/jobs/2026-11-30__10-00-00
+  hemra import -format hemra run.tar.gz`
 }
 
-func (c *ImportCmd) Run(g *Globals) error { return errNotImplemented }
+func (c *ImportCmd) Run(g *Globals) error {
+	src := c.Path
+	if !filepath.IsAbs(src) {
+		src = filepath.Join(g.Dir, src)
+	}
+	store, err := state.Open(g.StorePath(), state.Options{Writer: true, Command: "hemra import", LockTimeout: c.LockTimeout})
+	if err != nil {
+		return lockError(g, err)
+	}
+	defer store.Close()
+	var rep *results.ImportReport
+	if c.Format == "hemra" {
+		rep, err = results.ImportHemra(store, src)
+	} else {
+		rep, err = results.ImportHarbor(store, src, results.HarborOptions{Job: c.Job})
+	}
+	if err != nil {
+		return err
+	}
+	rep.Source = c.Path
+	if c.JSON {
+		return writeJSON(g.Stdout, rep)
+	}
+	for _, d := range rep.Diagnostics {
+		fmt.Fprintf(g.Stderr, "Warning: %s\n", d)
+	}
+	what := "trials"
+	if c.Format == "hemra" {
+		what = "attempts"
+	}
+	fmt.Fprintf(g.Stdout, "Imported %d of %d %s from %s (%d already in the store).\n", rep.Added, rep.Found, what, c.Path, rep.Found-rep.Added)
+	for _, grp := range rep.Groups {
+		fmt.Fprintf(g.Stdout, "  %s   (hemra show %s)\n", grp, grp)
+	}
+	return nil
+}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hemra-dev/hemra/results"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -28,6 +29,17 @@ func (c *ShowCmd) showResults(g *Globals) error {
 	if c.Path == "" {
 		return c.showLatest(g, store)
 	}
+	// eval/harness (no task, no #n): that eval × harness, task by task.
+	if strings.Contains(c.Path, "/") && !strings.Contains(c.Path, "#") {
+		q, err := results.ParseQuery(c.Path)
+		if err != nil {
+			return err
+		}
+		err = c.showGroup(g, store, q)
+		if !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+	}
 	if a, err := findAttempt(store, c.Path); err == nil {
 		return c.showAttempt(g, store, a)
 	} else if !errors.Is(err, state.ErrNotFound) {
@@ -38,7 +50,7 @@ func (c *ShowCmd) showResults(g *Globals) error {
 	} else if !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("%q is not a plan file, an attempt address, an attempt id or a run id in %s.\nhemra state list shows the addresses; hemra runs shows the runs", c.Path, g.StorePath())
+	return fmt.Errorf("%q is not a plan file, an eval/harness, an attempt address, an attempt id or a run id in %s.\nhemra show lists the evals × harnesses; hemra state list the addresses; hemra runs the runs", c.Path, g.StorePath())
 }
 
 // findAttempt takes an address (its current attempt) or an attempt id.
@@ -49,125 +61,39 @@ func findAttempt(store *state.Store, ref string) (*state.Attempt, error) {
 	return store.Attempt(ref)
 }
 
-// resultGroup is one eval × harness of the latest results.
-type resultGroup struct {
-	Eval        string   `json:"eval"`
-	Harness     string   `json:"harness"`
-	Attempts    int      `json:"attempts"`
-	Passed      int      `json:"passed"`
-	MeanReward  *float64 `json:"mean_reward"`
-	Errors      int      `json:"errors"` // infra, protocol and verifier errors
-	Interrupted int      `json:"interrupted"`
-	rewardSum   float64
-	rewarded    int
-}
-
-type latestAttempt struct {
-	Address   string       `json:"address"`
-	AttemptID string       `json:"attempt_id"`
-	Status    state.Status `json:"status"`
-	Class     state.Class  `json:"class,omitempty"`
-	Reward    *float64     `json:"reward,omitempty"`
-	Error     string       `json:"error,omitempty"`
-	Duration  float64      `json:"duration_seconds,omitempty"`
-}
-
 func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
-	groups := map[[2]string]*resultGroup{}
-	var list []latestAttempt
-	add := func(addr string, a *state.Attempt) {
-		k := [2]string{a.Manifest.Eval, a.Manifest.Harness}
-		gr := groups[k]
-		if gr == nil {
-			gr = &resultGroup{Eval: k[0], Harness: k[1]}
-			groups[k] = gr
-		}
-		gr.Attempts++
-		la := latestAttempt{Address: addr, AttemptID: a.ID, Status: a.Status()}
-		if o := a.Outcome; o != nil {
-			la.Class, la.Reward, la.Error = o.Class, o.Reward, o.Error
-			if !o.FinishedAt.IsZero() && !o.StartedAt.IsZero() {
-				la.Duration = o.FinishedAt.Sub(o.StartedAt).Seconds()
-			}
-			if o.Reward != nil {
-				gr.rewarded++
-				gr.rewardSum += *o.Reward
-				if *o.Reward >= 1 {
-					gr.Passed++
-				}
-			}
-			switch o.Class {
-			case state.ClassInfraError, state.ClassProtocolError, state.ClassVerifierError:
-				gr.Errors++
-			case state.ClassInterrupted:
-				gr.Interrupted++
-			}
-		}
-		list = append(list, la)
-	}
-	// One read transaction for the whole listing: one open of state.db
-	// whatever the number of addresses, and a consistent picture while an
-	// apply writes. Each record is summarised as it is read.
-	err := store.View(func(v *state.View) error {
-		return v.ForEachCurrent(func(addr string, _ state.Current) error {
-			a, err := v.CurrentAttempt(addr)
-			if err != nil {
-				return err
-			}
-			add(addr, a)
-			return nil
-		})
-	})
+	r, err := results.Load(store, results.Query{})
 	if err != nil {
 		return err
 	}
-	out := make([]*resultGroup, 0, len(groups))
-	for _, gr := range groups {
-		if gr.rewarded > 0 {
-			m := gr.rewardSum / float64(gr.rewarded)
-			gr.MeanReward = &m
-		}
-		out = append(out, gr)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Eval != out[j].Eval {
-			return out[i].Eval < out[j].Eval
-		}
-		return out[i].Harness < out[j].Harness
-	})
 	if c.JSON {
-		return writeJSON(g.Stdout, map[string]any{"groups": out, "attempts": list})
+		return writeJSON(g.Stdout, r)
 	}
-	if len(list) == 0 {
-		fmt.Fprintln(g.Stdout, "No attempts recorded yet. Run hemra apply.")
+	w := bufio.NewWriter(g.Stdout)
+	defer w.Flush()
+	if len(r.Attempts) == 0 {
+		fmt.Fprintln(w, "No attempts recorded yet. Run hemra apply.")
 		return nil
 	}
-	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\tERRORS\tINTERRUPTED")
-	for _, gr := range out {
-		mean := "-"
-		if gr.MeanReward != nil {
-			mean = fmt.Sprintf("%.3f", *gr.MeanReward)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f%%\t%s\t%d\t%d\n", gr.Eval, gr.Harness, gr.Attempts, gr.Passed,
-			100*float64(gr.Passed)/float64(gr.Attempts), mean, gr.Errors, gr.Interrupted)
+	writeGroups(w, r.Groups)
+	fmt.Fprintln(w)
+	writeAttempts(w, r.Attempts)
+	return nil
+}
+
+// showGroup prints one eval × harness: its totals and every task.
+func (c *ShowCmd) showGroup(g *Globals, store *state.Store, q results.Query) error {
+	grp, r, err := results.LoadGroup(store, q)
+	if err != nil {
+		return err
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(g.Stdout)
-	tw = tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCLASS\tREWARD\tTIME")
-	for _, la := range list {
-		reward := "-"
-		if la.Reward != nil {
-			reward = formatReward(*la.Reward)
-		}
-		d := "-"
-		if la.Duration > 0 {
-			d = roundDuration(time.Duration(la.Duration * float64(time.Second))).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", la.Address, la.Status, orDash(string(la.Class)), reward, d)
+	if c.JSON {
+		return writeJSON(g.Stdout, map[string]any{"format_version": r.FormatVersion, "selection": r.Selection, "group": grp})
 	}
-	return tw.Flush()
+	w := bufio.NewWriter(g.Stdout)
+	defer w.Flush()
+	writeGroupDetail(w, grp)
+	return nil
 }
 
 // showAttempt prints one attempt: identity, outcome, transitions, events
@@ -198,6 +124,9 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 	fmt.Fprintf(tw, "  fingerprints\tagent %s, verify %s, judge %s\n", short(m.AgentFingerprint), short(m.VerifyFingerprint), short(m.JudgeFingerprint))
 	if m.ReusedAgentFrom != "" {
 		fmt.Fprintf(tw, "  agent reused from\t%s\n", m.ReusedAgentFrom)
+	}
+	if o := a.Origin; o != nil {
+		fmt.Fprintf(tw, "  imported\tfrom %s trial %s of job %s (%s), read-only, never planned\n", o.Format, o.Trial, o.Job, o.Source)
 	}
 	if o := a.Outcome; o != nil {
 		fmt.Fprintf(tw, "  class\t%s\n", o.Class)
@@ -256,40 +185,35 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 	return nil
 }
 
-// showRun prints one run and its attempts.
-func (c *ShowCmd) showRun(g *Globals, store *state.Store, r *state.Run) error {
-	var attempts []*state.Attempt
-	err := store.View(func(v *state.View) error {
-		for _, id := range r.Attempts {
-			a, err := v.Attempt(id)
-			if err != nil {
-				return err
-			}
-			attempts = append(attempts, a)
-		}
-		return nil
-	})
+// showRun prints one run: its figures per eval × harness and its
+// attempts.
+func (c *ShowCmd) showRun(g *Globals, store *state.Store, run *state.Run) error {
+	r, err := results.Load(store, results.Query{Run: run.ID})
 	if err != nil {
 		return err
 	}
 	if c.JSON {
-		return writeJSON(g.Stdout, map[string]any{"run": r, "attempts": attempts})
+		return writeJSON(g.Stdout, map[string]any{"run": run, "results": r})
 	}
-	fmt.Fprintf(g.Stdout, "Run %s: %s, started %s by pid %d on %s, %d of %d planned attempts\n\n",
-		r.ID, r.Status, r.StartedAt.Local().Format(time.DateTime), r.PID, r.Host, len(r.Attempts), r.Planned)
-	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ATTEMPT\tID\tSTATUS\tCLASS\tREWARD")
-	for _, a := range attempts {
-		class, reward := "-", "-"
-		if a.Outcome != nil {
-			class = string(a.Outcome.Class)
-			if a.Outcome.Reward != nil {
-				reward = formatReward(*a.Outcome.Reward)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Address, a.ID, a.Status(), class, reward)
+	w := bufio.NewWriter(g.Stdout)
+	defer w.Flush()
+	what := "apply"
+	if run.Kind != "" {
+		what = run.Kind
 	}
-	return tw.Flush()
+	fmt.Fprintf(w, "Run %s (%s): %s, started %s by pid %d on %s, %d of %d planned attempts\n",
+		run.ID, what, run.Status, run.StartedAt.Local().Format(time.DateTime), run.PID, run.Host, len(run.Attempts), run.Planned)
+	if run.Source != "" {
+		fmt.Fprintf(w, "Imported from %s\n", run.Source)
+	}
+	if len(r.Attempts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	writeGroups(w, r.Groups)
+	fmt.Fprintln(w)
+	writeAttempts(w, r.Attempts)
+	return nil
 }
 
 // showEventLimit is how many event lines hemra show prints.

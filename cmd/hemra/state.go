@@ -68,11 +68,18 @@ func (c *StateListCmd) Run(g *Globals) error {
 		return err
 	}
 	var list []stateListEntry
-	err = store.ForEachCurrent(func(addr string, cur state.Current) error {
+	add := func(addr string, cur state.Current) error {
 		if c.Glob == "" || planner.MatchAddress(c.Glob, addr) {
 			list = append(list, stateListEntry{Address: addr, AttemptID: cur.AttemptID, Status: cur.Status, Class: cur.Class})
 		}
 		return nil
+	}
+	// Declared addresses and imported ones (import/<job>/...), in one read.
+	err = store.View(func(v *state.View) error {
+		if err := v.ForEachCurrent(add); err != nil {
+			return err
+		}
+		return v.ForEachImported(add)
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hemra-dev/hemra/results"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// The text views of the results model (package results): every figure
+// comes from it; these only lay it out. Output rules: three decimals, a
+// 95% interval as [low, high] or "-" when there are too few attempts, one
+// line per eval × harness or per task, names in order.
+
+// writeGroups is the table of evals × harnesses: attempts, passes, mean
+// reward with its interval, errored attempts (each counted as 0) and
+// attempts still running.
+func writeGroups(w io.Writer, groups []*results.Group) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\tERRORED\tRUNNING")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\n", g.Eval, g.Harness, g.Attempts, g.Passed,
+			percent(g.PassRate), estimateMean(g.Reward), results.Interval(g.Reward), g.Errored, g.Running)
+	}
+	_ = tw.Flush()
+	if errs := errorClasses(groups); errs != "" {
+		fmt.Fprintf(w, "Errored attempts count as 0 in the mean reward (%s).\n", errs)
+	}
+}
+
+// errorClasses says how the ended attempts without a reward ended, over
+// all groups.
+func errorClasses(groups []*results.Group) string {
+	byClass := map[state.Class]int{}
+	for _, g := range groups {
+		if g.Errored == 0 {
+			continue
+		}
+		for c, n := range g.ByClass {
+			if c != state.ClassPassed && c != state.ClassTaskFailure {
+				byClass[c] += n
+			}
+		}
+	}
+	var parts []string
+	for c, n := range byClass {
+		parts = append(parts, fmt.Sprintf("%d %s", n, c))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func percent(e *results.Estimate) string {
+	if e == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*e.Mean)
+}
+
+func estimateMean(e *results.Estimate) string {
+	if e == nil {
+		return "-"
+	}
+	return results.Num(e.Mean)
+}
+
+// writeAttempts lists attempts, one line each.
+func writeAttempts(w io.Writer, attempts []*results.Attempt) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCLASS\tREWARD\tTIME")
+	for _, a := range attempts {
+		reward := "-"
+		if a.Reward != nil {
+			reward = formatReward(*a.Reward)
+		}
+		d := "-"
+		if a.Duration > 0 {
+			d = roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Address, a.Status, orDash(string(a.Class)), reward, d)
+	}
+	_ = tw.Flush()
+}
+
+// writeGroupDetail is one eval × harness: its totals, pass@k, every reward
+// key and judge, usage, and a line per task.
+func writeGroupDetail(w io.Writer, g *results.Group) {
+	kind := ""
+	if g.Imported {
+		kind = " (imported)"
+	}
+	fmt.Fprintf(w, "%s%s: %d attempts on %d tasks, %d passed, %d errored, %d running\n",
+		g.Name(), kind, g.Attempts, len(g.Tasks), g.Passed, g.Errored, g.Running)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  mean reward\t%s\t%s\t%s\n", estimateMean(g.Reward), results.Interval(g.Reward), seNote(g.Reward))
+	fmt.Fprintf(tw, "  pass rate\t%s\t%s\t%s\n", estimateMean(g.PassRate), results.Interval(g.PassRate), seNote(g.PassRate))
+	for _, k := range sortedKeys(g.RewardKeys) {
+		fmt.Fprintf(tw, "  reward %s\t%s\t%s\t\n", k, estimateMean(g.RewardKeys[k]), results.Interval(g.RewardKeys[k]))
+	}
+	for _, k := range sortedKeys(g.Judges) {
+		e := g.Judges[k]
+		fmt.Fprintf(tw, "  judge %s\t%s\t%s\tover %d scored attempts\n", k, estimateMean(e), results.Interval(e), e.N)
+	}
+	_ = tw.Flush()
+	if len(g.PassAtK) > 0 {
+		parts := make([]string, len(g.PassAtK))
+		for i, p := range g.PassAtK {
+			parts[i] = fmt.Sprintf("pass@%d %s", p.K, results.Num(p.Value))
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(parts, "  "))
+	}
+	if u := g.Usage; u != nil {
+		fmt.Fprintf(w, "  usage (%d attempts reported it): %d input, %d output, %d cache tokens, $%.4f\n",
+			u.Attempts, u.InputTokens, u.OutputTokens, u.CacheTokens, u.CostUSD)
+	}
+	d := g.Durations
+	fmt.Fprintf(w, "  time: %s in total, %s per attempt, %s wall\n", seconds(d.Total), seconds(d.Mean), seconds(d.Wall))
+	if errs := errorClasses([]*results.Group{g}); errs != "" {
+		fmt.Fprintf(w, "  errored attempts count as 0 (%s)\n", errs)
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tATTEMPTS\tPASSED\tERRORED\tMEAN REWARD\t95% CI")
+	for _, t := range g.Tasks {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", t.Task, t.Attempts, t.Passed, t.Errored, estimateMean(t.Reward), results.Interval(t.Reward))
+	}
+	_ = tw.Flush()
+}
+
+func seNote(e *results.Estimate) string {
+	if !e.HasInterval() {
+		return ""
+	}
+	if e.Clustered {
+		return fmt.Sprintf("SE %s, clustered by task", results.Num(*e.SE))
+	}
+	return "SE " + results.Num(*e.SE)
+}
+
+func seconds(s float64) string {
+	return roundDuration(time.Duration(s * float64(time.Second))).String()
+}

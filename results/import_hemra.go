@@ -1,0 +1,304 @@
+package results
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hemra-dev/hemra/results/harborjob"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// maxRecordBytes bounds one JSON file of an export (a record, a run, the
+// manifest): records are small; anything bigger is not one.
+const maxRecordBytes = 64 << 20
+
+// exportEntry is one file of an export being read.
+type exportEntry struct {
+	rel  string
+	size int64
+	open func() (io.ReadCloser, error)
+}
+
+// exportSource walks the files of an export: a folder, or a .tar.gz whose
+// files sit under one top folder.
+type exportSource interface {
+	walk(fn func(e exportEntry) error) error
+}
+
+type folderSource struct{ dir string }
+
+func (s folderSource) walk(fn func(e exportEntry) error) error {
+	return filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.dir, p)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link: an export holds regular files only", rel)
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file", rel)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return fn(exportEntry{rel: rel, size: info.Size(), open: func() (io.ReadCloser, error) { return harborjob.OpenFile(p) }})
+	})
+}
+
+type tarSource struct{ file string }
+
+func (s tarSource) walk(fn func(e exportEntry) error) error {
+	f, err := os.Open(s.file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.file, err)
+	}
+	tr := tar.NewReader(gz)
+	root := ""
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.file, err)
+		}
+		top, rest, _ := strings.Cut(strings.TrimPrefix(h.Name, "./"), "/")
+		if root == "" {
+			root = top
+		}
+		if top != root {
+			return fmt.Errorf("%s: %s is outside the archive's top folder %s", s.file, h.Name, root)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		default:
+			return fmt.Errorf("%s: %s is not a regular file (links are refused)", s.file, h.Name)
+		}
+		if safeRel(rest) != nil {
+			return fmt.Errorf("%s: entry %q is not a plain relative path", s.file, h.Name)
+		}
+		body := io.NopCloser(tr)
+		if err := fn(exportEntry{rel: rest, size: h.Size, open: func() (io.ReadCloser, error) { return body, nil }}); err != nil {
+			return err
+		}
+	}
+}
+
+func sourceOf(p string) (exportSource, error) {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%s is a symbolic link: give the export itself", p)
+	case st.IsDir():
+		return folderSource{p}, nil
+	case strings.HasSuffix(p, ".tar.gz") || strings.HasSuffix(p, ".tgz"):
+		return tarSource{p}, nil
+	}
+	return nil, fmt.Errorf("%s is neither an export folder nor a .tar.gz", p)
+}
+
+func readAllLimited(r io.Reader, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxRecordBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", what, maxRecordBytes)
+	}
+	return b, nil
+}
+
+// ImportHemra reads a hemra export (a folder or .tar.gz that hemra export
+// wrote) into the store, record for record: its runs, attempts, event logs
+// and blobs, as they were. Every file is checked against SHA256SUMS
+// first; nothing is imported from an export that does not match. Attempts
+// go where they were: declared addresses to the current index (a restored
+// attempt counts for plan like any other), imported ones to the imported
+// index. Importing the same export twice adds nothing.
+func ImportHemra(store *state.Store, src string) (*ImportReport, error) {
+	s, err := sourceOf(src)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ImportReport{Source: src, Format: ExportHemra, Groups: []string{}, Diagnostics: []string{}}
+
+	// Pass 1: every file's SHA-256 against SHA256SUMS, export.json, the runs.
+	got := map[string]string{}
+	var sums, manifest []byte
+	var runs []*state.Run
+	err = s.walk(func(e exportEntry) error {
+		r, err := e.open()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		h := sha256.New()
+		var keep *bytes.Buffer
+		if e.rel == "SHA256SUMS" || e.rel == "export.json" || strings.HasPrefix(e.rel, "runs/") {
+			if e.size > maxRecordBytes {
+				return fmt.Errorf("%s is larger than %d bytes", e.rel, maxRecordBytes)
+			}
+			keep = &bytes.Buffer{}
+		}
+		w := io.Writer(h)
+		if keep != nil {
+			w = io.MultiWriter(h, keep)
+		}
+		if _, err := io.Copy(w, r); err != nil {
+			return fmt.Errorf("%s: %w", e.rel, err)
+		}
+		got[e.rel] = hex.EncodeToString(h.Sum(nil))
+		switch {
+		case e.rel == "SHA256SUMS":
+			sums = keep.Bytes()
+		case e.rel == "export.json":
+			manifest = keep.Bytes()
+		case strings.HasPrefix(e.rel, "runs/") && strings.HasSuffix(e.rel, ".json"):
+			var run state.Run
+			if err := json.Unmarshal(keep.Bytes(), &run); err != nil {
+				return fmt.Errorf("%s: %w", e.rel, err)
+			}
+			runs = append(runs, &run)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if manifest == nil {
+		return nil, fmt.Errorf("%s has no export.json: not a hemra export (a Harbor job folder is imported without -format hemra)", src)
+	}
+	var man exportManifest
+	if err := json.Unmarshal(manifest, &man); err != nil {
+		return nil, fmt.Errorf("%s/export.json: %w", src, err)
+	}
+	if man.Format != exportFormatVersion {
+		return nil, fmt.Errorf("%s/export.json: format %q, this hemra reads %q", src, man.Format, exportFormatVersion)
+	}
+	if err := checkSums(sums, got); err != nil {
+		return nil, fmt.Errorf("%s: %w; nothing was imported", src, err)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].ID < runs[j].ID })
+
+	// Pass 2: blobs and event logs, then the records in batches.
+	groups := map[string]bool{}
+	var batch []*state.Attempt
+	flush := func() error {
+		n, err := store.Import(runs, batch)
+		rep.Added += n
+		batch = batch[:0]
+		return err
+	}
+	err = s.walk(func(e exportEntry) error {
+		r, err := e.open()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		switch {
+		case strings.HasPrefix(e.rel, "blobs/"):
+			sha := path.Base(e.rel)
+			if !state.ValidSHA256(sha) {
+				return fmt.Errorf("%s: not a blob name", e.rel)
+			}
+			got, _, err := store.PutBlobReader(r)
+			if err != nil {
+				return err
+			}
+			if got != sha {
+				return fmt.Errorf("%s holds content with SHA-256 %s", e.rel, got)
+			}
+		case strings.HasPrefix(e.rel, "events/"):
+			if err := store.RestoreEventLog(e.rel, r); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.rel, "attempts/") && strings.HasSuffix(e.rel, ".json"):
+			b, err := readAllLimited(r, e.rel)
+			if err != nil {
+				return err
+			}
+			a := new(state.Attempt)
+			if err := json.Unmarshal(b, a); err != nil {
+				return fmt.Errorf("%s: %w", e.rel, err)
+			}
+			if path.Base(e.rel) != a.ID+".json" {
+				return fmt.Errorf("%s holds attempt %s", e.rel, a.ID)
+			}
+			rep.Found++
+			groups[a.Manifest.Eval+"/"+a.Manifest.Harness] = true
+			batch = append(batch, a)
+			if len(batch) == 500 {
+				return flush()
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return rep, fmt.Errorf("importing %s: %w (%d attempts were added before)", src, err, rep.Added)
+	}
+	for g := range groups {
+		rep.Groups = append(rep.Groups, g)
+	}
+	sort.Strings(rep.Groups)
+	return rep, nil
+}
+
+// checkSums compares the files read with SHA256SUMS: every file but
+// SHA256SUMS itself listed, with its hash, and nothing listed missing.
+func checkSums(sums []byte, got map[string]string) error {
+	if sums == nil {
+		return errors.New("no SHA256SUMS")
+	}
+	listed := map[string]bool{}
+	for i, line := range strings.Split(strings.TrimRight(string(sums), "\n"), "\n") {
+		sum, rel, ok := strings.Cut(line, "  ")
+		if !ok {
+			return fmt.Errorf("SHA256SUMS line %d is not \"<sha256>  <path>\"", i+1)
+		}
+		listed[rel] = true
+		switch g, found := got[rel]; {
+		case !found:
+			return fmt.Errorf("%s is listed in SHA256SUMS but missing", rel)
+		case g != sum:
+			return fmt.Errorf("%s does not match its SHA-256 in SHA256SUMS", rel)
+		}
+	}
+	for rel := range got {
+		if rel != "SHA256SUMS" && !listed[rel] {
+			return fmt.Errorf("%s is not listed in SHA256SUMS", rel)
+		}
+	}
+	return nil
+}
