@@ -54,7 +54,7 @@ func TestHelpExamplesParse(t *testing.T) {
 					line = line[:i]
 				}
 			}
-			args := shellWords(strings.TrimPrefix(line, "hemra "))
+			args := exampleWords(strings.TrimPrefix(line, "hemra "))
 			var fresh CLI
 			fp, _ := kong.New(&fresh, kong.Name("hemra"), kong.Exit(func(int) {}), kong.Vars{"version": Version})
 			if _, err := fp.Parse(normalizeArgs(args)); err != nil {
@@ -68,8 +68,8 @@ func TestHelpExamplesParse(t *testing.T) {
 	}
 }
 
-// shellWords splits a line like a shell for the examples' simple quoting.
-func shellWords(s string) []string {
+// exampleWords splits a line like a shell for the examples' simple quoting.
+func exampleWords(s string) []string {
 	var out []string
 	var cur strings.Builder
 	quote := byte(0)
