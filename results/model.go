@@ -29,10 +29,10 @@ type Attempt struct {
 	StartedAt  *time.Time         `json:"started_at,omitempty"`
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	// Duration is FinishedAt − StartedAt in seconds, 0 while it runs.
-	Duration float64                     `json:"duration_seconds,omitempty"`
-	Usage    *state.TokenUsage                `json:"usage,omitempty"`
-	Judges   map[string]state.JudgeScore `json:"judges,omitempty"`
-	Imported bool                        `json:"imported,omitempty"`
+	Duration float64                       `json:"duration_seconds,omitempty"`
+	Usage    *state.TokenUsage             `json:"usage,omitempty"`
+	Judges   map[string]state.JudgeSummary `json:"judges,omitempty"`
+	Imported bool                          `json:"imported,omitempty"`
 }
 
 // Ended reports whether the attempt will not change again.
@@ -291,8 +291,8 @@ func (g *Group) compute() {
 				keys[k] = true
 			}
 			for name, j := range a.Judges {
-				if j.Error == "" {
-					judges[name] = append(judges[name], j.Score)
+				if j.Score != nil {
+					judges[name] = append(judges[name], *j.Score)
 					judgeCluster[name] = append(judgeCluster[name], ti)
 				}
 			}

@@ -29,10 +29,10 @@ type Summary struct {
 	Rewards    map[string]float64 `json:"ws,omitempty"`
 	Error      string             `json:"x,omitempty"` // first line, at most 200 bytes
 	// Started and Finished are Unix times in milliseconds, 0 when unknown.
-	Started  int64                 `json:"b,omitempty"`
-	Finished int64                 `json:"f,omitempty"`
-	Usage    *TokenUsage           `json:"u,omitempty"`
-	Judges   map[string]JudgeScore `json:"j,omitempty"`
+	Started  int64                   `json:"b,omitempty"`
+	Finished int64                   `json:"f,omitempty"`
+	Usage    *TokenUsage             `json:"u,omitempty"`
+	Judges   map[string]JudgeSummary `json:"j,omitempty"`
 	// Imported is set for attempts read from elsewhere (hemra import):
 	// read-only, never planned.
 	Imported bool `json:"m,omitempty"`
@@ -98,8 +98,30 @@ func summaryOf(a *Attempt) Summary {
 			s.Usage = &u
 		}
 	}
-	s.Judges = o.Judges
+	for name, j := range o.Judges {
+		if s.Judges == nil {
+			s.Judges = make(map[string]JudgeSummary, len(o.Judges))
+		}
+		s.Judges[name] = judgeSummaryOf(j)
+	}
 	return s
+}
+
+// JudgeSummary is one judge's verdict as results read it: its score, nil
+// when it failed (Error says why; a failed judge is never a silent 0).
+type JudgeSummary struct {
+	Score *float64 `json:"s,omitempty"`
+	Model string   `json:"m,omitempty"`
+	Error string   `json:"x,omitempty"`
+}
+
+func judgeSummaryOf(j JudgeScore) JudgeSummary {
+	js := JudgeSummary{Model: j.Model, Error: firstLine(j.Error)}
+	if j.Error == "" {
+		score := j.Score
+		js.Score = &score
+	}
+	return js
 }
 
 func putSummary(tx *bolt.Tx, a *Attempt) error {
