@@ -238,7 +238,7 @@ func makeBigPlan(t testing.TB, dir string) (*planner.Plan, error) {
 	}
 	lock, _ := planner.ReadLockFile(dir)
 	plan.LockHash = lock.Hash()
-	plan.Source = &planner.Source{Dir: "evals/big", Commit: goldenCommit}
+	plan.Source = &planner.Source{Dir: "evals/big", WorkTree: true, Commit: goldenCommit}
 	return plan, nil
 }
 

@@ -172,7 +172,7 @@ func runGolden(t *testing.T, dir string) {
 	// What the command adds: where the plan was made from.
 	lock, _ := planner.ReadLockFile(after)
 	plan.LockHash = lock.Hash()
-	plan.Source = &planner.Source{Dir: "evals/" + filepath.Base(dir), Commit: goldenCommit}
+	plan.Source = &planner.Source{Dir: "evals/" + filepath.Base(dir), WorkTree: true, Commit: goldenCommit}
 	renderGoldens(t, dir, plan, tmp)
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)

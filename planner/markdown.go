@@ -101,6 +101,8 @@ func writeMarkdownHead(b *strings.Builder, p *Plan) {
 	switch {
 	case p.Source != nil && p.Source.Commit != "":
 		b.WriteString(" · commit " + code(shortHash(p.Source.Commit)))
+	case p.Source != nil && p.Source.WorkTree:
+		b.WriteString(" · no commit yet")
 	case p.Source != nil:
 		b.WriteString(" · not in a git work tree")
 	}

@@ -146,6 +146,8 @@ type Source struct {
 	// Dir is the eval directory relative to the root of its git work tree
 	// ("." at the root), or its base name outside one.
 	Dir string `json:"dir"`
+	// WorkTree says the eval directory is in a git work tree.
+	WorkTree bool `json:"work_tree"`
 	// Commit is the work tree's HEAD commit; empty outside a git work tree
 	// or before the first commit.
 	Commit string `json:"commit,omitempty"`

@@ -294,7 +294,7 @@ func planSource(g *Globals) *planner.Source {
 	if err != nil {
 		return &planner.Source{Dir: filepath.Base(abs)}
 	}
-	return &planner.Source{Dir: info.Prefix, Commit: info.Commit}
+	return &planner.Source{Dir: info.Prefix, WorkTree: true, Commit: info.Commit}
 }
 
 func filesOf(cfg *config.Config) map[string]*hcl.File {
