@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -36,8 +37,14 @@ type Isolation struct {
 	Pids   Range `json:"pids"`
 
 	Mounts []IsolationMount `json:"mounts,omitempty"`
-	// VerifierNetwork is the network the eval's verifier gets.
+	// TaskDefaults is the sandbox's task_defaults when it is not hemra's
+	// hardened ones ("harbor": Harbor tasks start as Harbor starts them).
+	TaskDefaults string `json:"task_defaults,omitempty"`
+	// VerifierNetwork is the network the eval's verifier gets;
+	// VerifierMode where it runs, when the configuration says
+	// (snapshot, shared, separate).
 	VerifierNetwork string `json:"verifier_network,omitempty"`
+	VerifierMode    string `json:"verifier_mode,omitempty"`
 
 	// Offered are the capabilities the sandbox enforces as configured,
 	// Required those the evals require of it.
@@ -81,7 +88,7 @@ func (c *IsolationChange) Loosens() bool { return len(c.Loosened) > 0 }
 // an attempt runs under.
 func IsIsolationInput(path string) bool {
 	switch path {
-	case "verifier.network", "task.toml.environment.allow_internet",
+	case "verifier.network", "verifier.mode", "task.toml.environment.allow_internet",
 		"task.toml.environment.cpus", "task.toml.environment.memory_mb":
 		return true
 	}
@@ -222,6 +229,25 @@ func (p *planner) isolationOf(d *declared, s sandbox.Settings) *Isolation {
 			iso.VerifierNetwork = v.Network
 		}
 	}
+	// What the manifest records beyond the settings above, read from its
+	// JSON so that a setting a provider adds shows as soon as it is
+	// recorded.
+	if m := d.pa.Manifest; m != nil {
+		var extra struct {
+			TaskDefaults string `json:"task_defaults"`
+		}
+		if json.Unmarshal(m.Sandbox.Settings, &extra) == nil {
+			iso.TaskDefaults = extra.TaskDefaults
+		}
+		for _, in := range m.Inputs {
+			if in.Path == "verifier.mode" {
+				var mode string
+				if json.Unmarshal([]byte(in.Value), &mode) == nil {
+					iso.VerifierMode = mode
+				}
+			}
+		}
+	}
 	return iso
 }
 
@@ -229,7 +255,7 @@ func (p *planner) isolationOf(d *declared, s sandbox.Settings) *Isolation {
 // attempts and the limits.
 func isolationIdentity(iso *Isolation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%q\x00%s\x00%t\x00%s\x00", iso.Sandbox, iso.Kind, iso.Network, iso.Egress, iso.User, iso.ReadOnly, iso.VerifierNetwork)
+	fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%q\x00%s\x00%t\x00%s\x00%s\x00%s\x00", iso.Sandbox, iso.Kind, iso.Network, iso.Egress, iso.User, iso.ReadOnly, iso.VerifierNetwork, iso.VerifierMode, iso.TaskDefaults)
 	fmt.Fprintf(&b, "%v\x00%q\x00%q\x00%q", iso.Mounts, iso.Offered, iso.Required, iso.Loosenings)
 	return b.String()
 }

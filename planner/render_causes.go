@@ -218,7 +218,11 @@ func isolationWords(iso *Isolation, code func(string) string) []string {
 		if iso.ReadOnly {
 			root = "root filesystem read-only"
 		}
-		out = append(out, fmt.Sprintf("%s, user %s, %s", net, user, root))
+		line := fmt.Sprintf("%s, user %s, %s", net, user, root)
+		if iso.TaskDefaults != "" {
+			line += ", task defaults " + code(iso.TaskDefaults)
+		}
+		out = append(out, line)
 		out = append(out, fmt.Sprintf("memory %s, cpus %s, pids %s",
 			rangeWords(iso.Memory, formatBytes), rangeWords(iso.CPUs, formatNumber), rangeWords(iso.Pids, formatNumber)))
 	}
@@ -234,7 +238,11 @@ func isolationWords(iso *Isolation, code func(string) string) []string {
 		out = append(out, "mounts "+strings.Join(ms, ", "))
 	}
 	if iso.VerifierNetwork != "" {
-		out = append(out, "verifier: network "+code(iso.VerifierNetwork))
+		v := "verifier: network " + code(iso.VerifierNetwork)
+		if iso.VerifierMode != "" {
+			v += ", mode " + code(iso.VerifierMode)
+		}
+		out = append(out, v)
 	}
 	out = append(out, "offers "+listOrNothing(iso.Offered, code))
 	out = append(out, "requires "+listOrNothing(iso.Required, code))
