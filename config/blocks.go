@@ -18,6 +18,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/judgefile"
 	"github.com/hemra-dev/hemra/sandbox"
 )
 
@@ -588,6 +589,9 @@ func (l *loader) decodeJudge(n *node) cty.Value {
 			d.errorValue(d.attr("source"), "Judge not found", fmt.Sprintf("%s holds no judge.toml (looked in %s).", s, p))
 		} else {
 			j.Source = s
+			if !l.opts.SkipTasks {
+				l.loadRubric(j, p, d.attr("source").Expr.Range())
+			}
 		}
 	}
 	if s, ok := d.str("base_url"); ok {
@@ -613,7 +617,44 @@ func (l *loader) decodeJudge(n *node) cty.Value {
 	if v, ok := d.integer("max_calls", 1); ok {
 		j.MaxCalls = int(v)
 	}
+	if s, ok := d.str("provider"); ok {
+		switch s {
+		case ProviderOpenAI, ProviderAnthropic:
+			j.Provider = s
+		default:
+			d.errorValue(d.attr("provider"), "Invalid provider", fmt.Sprintf("provider is the model API the judge speaks: \"openai\" (OpenAI-compatible) or \"anthropic\", not %q.", s))
+		}
+	}
+	if s, ok := d.str("api"); ok {
+		switch {
+		case s != APIChatCompletions && s != APIResponses:
+			d.errorValue(d.attr("api"), "Invalid api", fmt.Sprintf("api is \"chat_completions\" (POST /v1/chat/completions) or \"responses\" (POST /v1/responses), not %q.", s))
+		case j.ResolvedProvider() != ProviderOpenAI:
+			d.errorValue(d.attr("api"), "Invalid api", "api chooses between OpenAI's APIs; this judge speaks Anthropic's messages API.")
+		default:
+			j.API = s
+		}
+	}
 	return blockValue(blockJudge, rb.name, d.vals)
+}
+
+// loadRubric parses the judge folder's judge.toml, reporting its
+// problems at their lines in it (and registering it for snippets).
+func (l *loader) loadRubric(j *Judge, dir string, rng hcl.Range) {
+	name := filepath.Join(filepath.Clean(j.Source), "judge.toml")
+	r, src, diags := judgefile.Load(dir, name)
+	if src != nil && len(diags) > 0 {
+		l.cfg.Files[name] = &hcl.File{Bytes: src}
+	}
+	for _, diag := range diags {
+		if diag.Subject == nil {
+			diag.Subject = rng.Ptr()
+		}
+	}
+	l.diags = append(l.diags, diags...)
+	if !diags.HasErrors() {
+		j.Rubric = r
+	}
 }
 
 // checkBaseURL accepts https URLs, and http only to a loopback address:

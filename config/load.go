@@ -58,7 +58,7 @@ var blockSchemas = map[string]*hcl.BodySchema{
 	},
 	blockDataset:  {Attributes: attrSchema("source", "include", "exclude")},
 	blockVerifier: {Attributes: attrSchema("network", "env", "timeout", "match", "case_sensitive", "trim", "tolerance")},
-	blockJudge:    {Attributes: attrSchema("source", "base_url", "key_env", "model", "max_calls")},
+	blockJudge:    {Attributes: attrSchema("source", "base_url", "key_env", "model", "max_calls", "provider", "api")},
 	blockEval:     {Attributes: attrSchema("dataset", "harnesses", "attempts", "verifier", "judges", "require")},
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/rubric"
 )
 
 // Config is one eval directory, decoded and evaluated. Every block keeps
@@ -185,8 +186,16 @@ type Judge struct {
 	Source   string // folder holding judge.toml and its rubric, relative to Dir
 	BaseURL  string
 	KeyEnv   string
-	Model    string
+	Model    string // overrides judge.toml's model when set
 	MaxCalls int
+	// Provider ("openai" or "anthropic") and API ("chat_completions" or
+	// "responses", OpenAI only) as written; "" when not set (see
+	// ResolvedProvider and ResolvedAPI).
+	Provider string
+	API      string
+	// Rubric is the parsed judge.toml (nil when it has errors, or when
+	// LoadOptions.SkipTasks skipped reading it).
+	Rubric *rubric.Rubric
 
 	DeclRange hcl.Range
 	Attrs     map[string]hcl.Range

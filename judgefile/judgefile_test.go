@@ -20,7 +20,7 @@ func loadFile(t *testing.T, file string) (*rubric.Rubric, string) {
 	if err := os.WriteFile(filepath.Join(dir, rubric.FileName), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, diags := Load(dir)
+	r, _, diags := Load(dir, "")
 	var msgs []string
 	for _, d := range diags {
 		msgs = append(msgs, fmt.Sprintf("%d: %s: %s", d.Subject.Start.Line, d.Summary, d.Detail))

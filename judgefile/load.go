@@ -21,31 +21,35 @@ import (
 	"github.com/hemra-dev/hemra/rubric"
 )
 
-// Load reads dir/judge.toml and the prompt template it names. Every
-// problem is a diagnostic at its line in the file: a syntax error, an
-// unknown key, a value of the wrong type or out of range, a template that
-// is missing or has no {criteria} placeholder.
-func Load(dir string) (*rubric.Rubric, hcl.Diagnostics) {
-	file := filepath.Join(dir, rubric.FileName)
-	src, err := os.ReadFile(file)
-	if err != nil {
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read judge.toml",
-			Detail:   err.Error() + ".",
-			Subject:  &hcl.Range{Filename: file, Start: hcl.InitialPos, End: hcl.InitialPos},
-		}}
+// Load reads dir/judge.toml and the prompt template it names; name is
+// what diagnostics call the file ("judges/quality/judge.toml"), and src
+// its bytes (for diagnostic snippets). Every problem is a diagnostic at
+// its line in the file: a syntax error, an unknown key, a value of the
+// wrong type or out of range, a template that is missing or has no
+// {criteria} placeholder.
+func Load(dir, name string) (r *rubric.Rubric, src []byte, diags hcl.Diagnostics) {
+	if name == "" {
+		name = filepath.Join(dir, rubric.FileName)
 	}
 	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read the judge folder", Detail: err.Error() + "."}}
+	if err == nil {
+		defer root.Close()
+		src, err = root.ReadFile(rubric.FileName)
 	}
-	defer root.Close()
-	return Parse(file, src, func(rel string) ([]byte, error) {
+	if err != nil {
+		return nil, nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read judge.toml",
+			Detail:   unwrapPath(err).Error() + ".",
+			Subject:  &hcl.Range{Filename: name, Start: hcl.InitialPos, End: hcl.InitialPos},
+		}}
+	}
+	r, diags = Parse(name, src, func(rel string) ([]byte, error) {
 		// Inside the folder only: the folder is what the judge
 		// fingerprint covers.
 		return root.ReadFile(filepath.FromSlash(rel))
 	})
+	return r, src, diags
 }
 
 // Parse parses judge.toml's bytes. filename names it in diagnostics;

@@ -127,6 +127,14 @@ type Spec struct {
 	// refuses to start rather than drop them; the executor hands the local
 	// sandbox host paths through the environment instead.
 	Mounts []Mount
+	// Bare says the image holds nothing but the one command (one of
+	// hemra's own static programs, FROM scratch: the judge runtime): no
+	// shell, no Harbor folders. The provider runs that command as the
+	// instance's main process with no environment at all (Env and the
+	// request's Env must be empty), binds or creates no log folders, and
+	// supports no Upload, Download or Snapshot. Requires OneCommand.
+	// Providers other than docker refuse it.
+	Bare bool
 }
 
 // Provider is one sandbox kind.

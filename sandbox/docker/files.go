@@ -73,6 +73,9 @@ func dirTar(dirs []string, o owner) io.Reader {
 // Before a OneCommand instance's container exists, the upload is checked
 // and made once the container is created, before its command starts.
 func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
+	if in.bare {
+		return errBare
+	}
 	if !path.IsAbs(dst) {
 		return fmt.Errorf("upload: %q is not an absolute path in the container", dst)
 	}
@@ -209,6 +212,9 @@ func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o owner)
 // regular files and folders come back; symlinks, devices and names that
 // would leave hostPath are skipped.
 func (in *instance) Download(ctx context.Context, src, hostPath string) error {
+	if in.bare {
+		return errBare
+	}
 	src = path.Clean(src)
 	if err := in.ensureContainer(ctx); err != nil {
 		return fmt.Errorf("download %s: %w", src, err)

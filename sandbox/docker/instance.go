@@ -51,7 +51,12 @@ type instance struct {
 	mu      sync.Mutex // guards mode and pending against concurrent calls
 	mode    int
 	pending []pendingUpload // uploads made before the container existed
+
+	bare bool // sandbox.Spec.Bare
 }
+
+// errBare refuses what a bare instance does not do.
+var errBare = errors.New("a bare instance (one of hemra's own programs, alone in its image) has no files to copy or snapshot")
 
 // An instance's modes.
 const (
@@ -233,6 +238,17 @@ func (in *instance) runMain(ctx context.Context, req sandbox.ExecRequest) (sandb
 	cfg := *in.cfg
 	cfg.Entrypoint = launcher
 	cfg.Cmd = req.Command
+	if in.bare {
+		// No shell to set an environment: the program is the entrypoint,
+		// and there is no environment to set.
+		if len(env) > 0 {
+			return nil, fmt.Errorf("exec %s: a bare instance takes no environment", req.Command[0])
+		}
+		cfg.Entrypoint, cfg.Cmd = req.Command, nil
+		if dir == "" {
+			dir = "/"
+		}
+	}
 	cfg.WorkingDir, cfg.User = dir, user
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
 	cfg.OpenStdin, cfg.StdinOnce = true, true
@@ -259,7 +275,9 @@ func (in *instance) runMain(ctx context.Context, req sandbox.ExecRequest) (sandb
 		hj.Close()
 		return fail(fmt.Errorf("starting the container: %w", err))
 	}
-	if _, err := hj.Conn.Write(launcherInput(env)); err != nil {
+	if in.bare {
+		// Nothing to say to a launcher.
+	} else if _, err := hj.Conn.Write(launcherInput(env)); err != nil {
 		cancelWait()
 		hj.Close()
 		return fail(err)
@@ -549,6 +567,9 @@ func (s *execStdin) Close() error {
 // folders) nor host-bound folders (the logs): their contents are copied
 // into the image as well, so the verifier sees what the agent left.
 func (in *instance) Snapshot(ctx context.Context) (string, error) {
+	if in.bare {
+		return "", errBare
+	}
 	if err := in.ensureContainer(ctx); err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}

@@ -271,9 +271,12 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	// An instance that will be snapshotted binds none: a commit does not
 	// capture bound folders, and copying them in would take a second
 	// container and a second commit.
+	if spec.Bare && (!spec.OneCommand || spec.WillSnapshot || len(spec.Env) > 0) {
+		return nil, errors.New("a bare instance runs one command, with no environment, and is never snapshotted")
+	}
 	binds := map[string]string{}
 	var hostDir string
-	if p.local() && !spec.WillSnapshot {
+	if p.local() && !spec.WillSnapshot && !spec.Bare {
 		var err error
 		hostDir, err = bindDir(spec.Workspace, role)
 		if err != nil {
@@ -298,7 +301,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		}
 	}
 	var volumes []string
-	if s.ReadOnly {
+	if s.ReadOnly && !spec.Bare {
 		// A read-only root still needs somewhere to write: /tmp is a tmpfs,
 		// the other Harbor folders are anonymous volumes (seeded from the
 		// image, readable by the copy API, removed with the container).
@@ -313,7 +316,15 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	}
 
 	inst := &instance{p: p, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl, binds: binds, hostDir: hostDir,
-		settings: s, cfg: cfg, hc: hc}
+		settings: s, cfg: cfg, hc: hc, bare: spec.Bare}
+	if spec.Bare {
+		// Nothing to prepare and no shell to keep it alive: the first
+		// Exec creates the container with the program as its process.
+		cfg.WorkingDir = "/"
+		inst.paths = sandbox.Paths{}
+		inst.mode = modeDeferred
+		return inst, nil
+	}
 	if spec.OneCommand && (!s.ReadOnly || isRoot(user)) {
 		// The first Exec creates the container with its command as the
 		// main process (see runMain). A read-only container whose working
