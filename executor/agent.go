@@ -88,7 +88,7 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 			return runErr
 		}
 		// A timed-out agent is still verified, as Harbor does.
-		a.agentTimedOut = true
+		a.agentTimedOut, a.out.AgentTimedOut = true, true
 		a.out.Error = se.msg
 	}
 	if ctx.Err() != nil {
@@ -234,6 +234,12 @@ const killGrace = 5 * time.Second
 // SIGKILL to the whole group), keeping the tails of its output. On ctx
 // cancellation it stops the command the same way and returns ctx's error.
 func runCommand(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration) (commandResult, error) {
+	return runCommandKeeping(ctx, inst, req, timeout, tailSize)
+}
+
+// runCommandKeeping is runCommand keeping the last keep bytes of stdout
+// (a program whose output is its result: the judge runtime).
+func runCommandKeeping(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration, keep int) (commandResult, error) {
 	var res commandResult
 	proc, err := inst.Exec(ctx, req)
 	if err != nil {
@@ -242,7 +248,7 @@ func runCommand(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequ
 	if w := proc.Stdin(); w != nil {
 		_ = w.Close()
 	}
-	outTail, errTail := &tail{max: tailSize}, &tail{max: tailSize}
+	outTail, errTail := &tail{max: keep}, &tail{max: tailSize}
 	copied := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(outTail, proc.Stdout()); copied <- struct{}{} }()
 	go func() { _, _ = io.Copy(errTail, proc.Stderr()); copied <- struct{}{} }()

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -154,7 +153,7 @@ func (a *attemptRun) record() error {
 	if j.pa.Manifest != nil {
 		m = *j.pa.Manifest
 	}
-	if j.pa.Action == planner.ActionReverify || j.pa.Action == planner.ActionRejudge {
+	if j.pa.ReusesAgent() {
 		m.ReusedAgentFrom = j.pa.PriorAttemptID
 	}
 	if err := a.writeBlobs(&m); err != nil {
@@ -185,7 +184,7 @@ func (a *attemptRun) record() error {
 // runsAgent reports whether the attempt runs its agent stage (a re-verify
 // or re-judge reuses the prior one).
 func (a *attemptRun) runsAgent() bool {
-	return a.j.pa.Action != planner.ActionReverify && a.j.pa.Action != planner.ActionRejudge
+	return !a.j.pa.ReusesAgent()
 }
 
 // transition queues a stage start for the state and tells the view.
@@ -204,8 +203,8 @@ func (a *attemptRun) transition(s state.Status, note string) error {
 
 // stages runs agent, verify and judge as the action requires.
 func (a *attemptRun) stages(ctx context.Context) error {
-	switch a.j.pa.Action {
-	case planner.ActionReverify, planner.ActionRejudge:
+	switch {
+	case a.j.pa.ReusesAgent():
 		if err := a.reuseAgent(); err != nil {
 			return err
 		}
@@ -219,7 +218,7 @@ func (a *attemptRun) stages(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if a.j.pa.Action != planner.ActionRejudge {
+	if !a.j.pa.JudgesOnly() {
 		if err := a.transition(state.StatusVerify, ""); err != nil {
 			return err
 		}
@@ -295,32 +294,16 @@ func (a *attemptRun) reuseAgent() error {
 	a.out.AgentExit, a.out.AgentResult, a.out.Usage = p.AgentExit, p.AgentResult, p.Usage
 	a.out.Artifacts, a.out.StderrTail, a.out.EventCount = p.Artifacts, p.StderrTail, p.EventCount
 	a.out.Snapshot = p.Snapshot
-	a.agentTimedOut = p.Class == state.ClassAgentTimeout
+	a.agentTimedOut = p.Class == state.ClassAgentTimeout || p.AgentTimedOut
+	a.out.AgentTimedOut = a.agentTimedOut
 	a.agentOutput = p.AgentResult
 	a.snapshot = p.Snapshot
 	a.log.note("reuse", "agent", "agent outcome reused from attempt "+prior.ID)
-	if a.j.pa.Action == planner.ActionRejudge {
-		a.out.Reward, a.out.Rewards = p.Reward, p.Rewards
+	if a.j.pa.JudgesOnly() {
+		a.out.Reward, a.out.Rewards, a.out.RewardDetails = p.Reward, p.Rewards, p.RewardDetails
 		if p.Class == state.ClassVerifierError {
 			a.out.Class, a.out.Error = p.Class, p.Error
 		}
-	}
-	return nil
-}
-
-// judgeStage is the seam for judges (a later issue): an eval that declares
-// judges records that they did not run.
-func (a *attemptRun) judgeStage(ctx context.Context) error {
-	if len(a.j.eval.Judges) == 0 {
-		return nil
-	}
-	const note = "judges not run: not implemented yet"
-	if err := a.transition(state.StatusJudge, note); err != nil {
-		return err
-	}
-	a.out.Judges = map[string]state.JudgeScore{}
-	for _, jd := range a.j.eval.Judges {
-		a.out.Judges[jd.Name] = state.JudgeScore{Model: jd.Model, Error: "not implemented yet"}
 	}
 	return nil
 }

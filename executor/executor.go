@@ -15,6 +15,7 @@ import (
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/internal/sandboxbin"
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -49,6 +50,10 @@ type Options struct {
 	// recorded in the run (state.Run.PlanSHA256); "" when apply planned
 	// itself.
 	PlanSHA256 string
+	// JudgeProgram returns the judge runtime's static binary for a
+	// platform; nil means sandboxbin.Get (hemra's own hemra-judge). Tests
+	// put another program there (a judge that misbehaves).
+	JudgeProgram func(ctx context.Context, p sandboxbin.Platform) (*sandboxbin.Binary, error)
 }
 
 // Report is what an apply did.
@@ -223,6 +228,9 @@ type job struct {
 	settings sandbox.Settings
 	env      map[string]string // the harness's variables, values
 	verEnv   map[string]string // the verifier block's opened variables, values
+	// judgeKeys are the judges' API keys by key_env name: only the
+	// gateway reads them.
+	judgeKeys map[string]string
 }
 
 func newExecutor(plan *planner.Plan, cfg *config.Config, store *state.Store, opts Options) (*executor, hcl.Diagnostics) {
@@ -292,7 +300,7 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 
 	// Every variable the attempt's stages read must be set before anything
 	// starts: a run that fails halfway for a missing key wastes the rest.
-	needsAgent := pa.Action != planner.ActionReverify && pa.Action != planner.ActionRejudge
+	needsAgent := !pa.ReusesAgent()
 	if needsAgent {
 		if d := unsupportedHarness(harness); d != nil {
 			return nil, hcl.Diagnostics{d}
@@ -313,7 +321,7 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 			}
 		}
 	}
-	if v := eval.Verifier; v != nil && pa.Action != planner.ActionRejudge {
+	if v := eval.Verifier; v != nil && !pa.JudgesOnly() {
 		for _, name := range v.Env {
 			val, ok := e.opts.Env(name)
 			if !ok {
@@ -334,6 +342,7 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 		return nil, diags
 	}
 	j.settings = settings
+	diags = append(diags, e.resolveJudges(j)...)
 	if needsHarborSandbox(j) {
 		p := e.opts.Providers[settings.Kind]
 		subject := harnessSandboxRange(harness)
@@ -368,9 +377,9 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 // harness.
 func needsHarborSandbox(j *job) bool {
 	if j.task.Kind != "jsonl" {
-		return j.pa.Action != planner.ActionRejudge
+		return !j.pa.JudgesOnly()
 	}
-	return j.harness.Builtin == "" && j.pa.Action != planner.ActionReverify && j.pa.Action != planner.ActionRejudge
+	return j.harness.Builtin == "" && !j.pa.ReusesAgent()
 }
 
 // unsupportedHarness refuses, before anything runs, the harness kinds

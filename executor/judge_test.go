@@ -2,22 +2,47 @@ package executor_test
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/hemra-dev/hemra/internal/modeltest"
+	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/state"
 )
 
-// TestJudgeSeam: an eval that declares judges records that they did not
-// run (judges are a later release); the attempt's own result stands.
-func TestJudgeSeam(t *testing.T) {
-	dir := t.TempDir()
-	files := parseFiles(helloTask)
+const judgeKey = "sk-judge-local-0f1e2d3c4b5a"
+
+// judgedEval is a hello task run by the oracle and by a harness that talks,
+// judged by a rubric that reads a file of the agent's, the instruction,
+// the last message, the trajectory and the verifier's reward.
+func judgedEval(baseURL string) map[string]string {
+	files := parseFiles(helloTask + `
+-- tasks/hello/solution/solve.sh --
+echo hello > "$HEMRA_WORKDIR/hello.txt"
+`)
 	files["main.hcl"] = `sandbox "local" {
   kind = "local"
 }
 
-harness "nop" {
-  builtin = "nop"
+harness "oracle" {
+  builtin = "oracle"
+  sandbox = sandbox.local
+}
+
+harness "talker" {
+  command = ["sh", "-c", <<-EOT
+    ` + hello + `
+    echo '{"type":"event","kind":"message","data":{"role":"user","content":"Write hello to hello.txt."}}'
+    echo '{"type":"event","kind":"tool_call","data":{"id":"c1","name":"write_file","input":{"path":"hello.txt"}}}'
+    echo hello > hello.txt
+    echo '{"type":"event","kind":"tool_result","data":{"id":"c1","output":"written"}}'
+    echo '{"type":"event","kind":"message","data":{"role":"assistant","content":"I wrote hello.txt for you."}}'
+    echo '{"type":"result","status":"ok","output":"done"}'
+  EOT
+  ]
   sandbox = sandbox.local
 }
 
@@ -26,57 +51,202 @@ dataset "d" {
 }
 
 judge "quality" {
-  source   = "./judges/quality"
-  base_url = "https://api.example.invalid/v1"
-  key_env  = "JUDGE_KEY"
-  model    = "m"
+  source    = "./judges/quality"
+  base_url  = "` + baseURL + `"
+  key_env   = "JUDGE_KEY"
+  max_calls = 3
 }
 
 eval "judged" {
   dataset   = dataset.d
-  harnesses = [harness.nop]
+  harnesses = [harness.oracle, harness.talker]
   judges    = [judge.quality]
 }
 
 eval "plain" {
   dataset   = dataset.d
-  harnesses = [harness.nop]
+  harnesses = [harness.oracle]
 }
 `
-	files["judges/quality/judge.toml"] = "[judge]\nmodel = \"m\"\n"
-	files["judges/quality/rubric.md"] = "Is it good?\n"
-	writeFiles(t, dir, files)
+	files["judges/quality/judge.toml"] = `[judge]
+judge = "anthropic/claude-sonnet-4-6"
+files = ["hello.txt"]
+instruction = true
+last_message = true
+trajectory = true
+verifier = true
+
+[[criterion]]
+name = "says_hello"
+description = "Does hello.txt say hello?"
+type = "binary"
+
+[[criterion]]
+name = "tidy"
+description = "How tidy is the work?"
+type = "likert"
+points = 5
+`
+	return files
+}
+
+// scanFor counts the files under dir that hold needle.
+func scanFor(t *testing.T, dir, needle string) []string {
+	t.Helper()
+	var hits []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), needle) {
+			hits = append(hits, p)
+		}
+		return nil
+	})
+	return hits
+}
+
+// TestJudgeOnLocal: the judge runs as a local process after the verifier,
+// sees what its rubric reads, reaches the model only through the gateway,
+// and its score, criteria and calls are recorded — the key nowhere.
+func TestJudgeOnLocal(t *testing.T) {
+	srv := modeltest.Start(t, judgeKey, modeltest.Grade("hello.txt says hello"))
+	dir := t.TempDir()
+	writeFiles(t, dir, judgedEval(srv.URL))
 	e := newEnv(t, dir)
-	e.vars["JUDGE_KEY"] = "k"
-	e.apply(context.Background(), 2)
+	e.vars["JUDGE_KEY"] = judgeKey
+	rep, _ := e.apply(context.Background(), 2)
+	if len(rep.Attempts) != 3 {
+		t.Fatalf("ran %d attempts", len(rep.Attempts))
+	}
 
 	st, err := state.Open(e.store, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.CurrentAttempt("judged/nop/hello#1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var judged bool
-	for _, tr := range a.Transitions {
-		if tr.Status == state.StatusJudge && tr.Note == "judges not run: not implemented yet" {
-			judged = true
+	defer st.Close()
+	for _, addr := range []string{"judged/oracle/hello#1", "judged/talker/hello#1"} {
+		a, err := st.CurrentAttempt(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, ok := a.Outcome.Judges["quality"]
+		if !ok || js.Score == nil || *js.Score != 1 || js.Error != "" {
+			t.Fatalf("%s: judge %+v (outcome error %q)", addr, js, a.Outcome.Error)
+		}
+		if a.Outcome.Class != state.ClassPassed || js.Model != "claude-sonnet-4-6" || js.Provider != "anthropic" || js.API != "messages" {
+			t.Errorf("%s: class %s, judge %+v", addr, a.Outcome.Class, js)
+		}
+		if len(js.Criteria) != 2 || js.Criteria[0].Name != "says_hello" || js.Criteria[0].Reasoning != "hello.txt says hello" || *js.Criteria[1].Value != 1 {
+			t.Errorf("%s: criteria %+v", addr, js.Criteria)
+		}
+		if len(js.Calls) != 1 || js.Calls[0].Status != 200 || js.Calls[0].InputTokens == 0 || js.Calls[0].Path != "/v1/messages" {
+			t.Fatalf("%s: calls %+v", addr, js.Calls)
+		}
+		req, err := st.Blob(js.Calls[0].RequestBlob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"Write hello to hello.txt.", `--- hello.txt ---\nhello`, "reward.json:"} {
+			if !strings.Contains(string(req), want) {
+				t.Errorf("%s: the request lacks %q: %s", addr, want, req)
+			}
+		}
+		if addr == "judged/talker/hello#1" {
+			for _, want := range []string{"## Agent Trajectory (3 steps, agent: talker)", "I wrote hello.txt for you.", `[tool_call] write_file(path=\"hello.txt\")`, "[result] written"} {
+				if !strings.Contains(string(req), want) {
+					t.Errorf("%s: the request lacks %q: %s", addr, want, req)
+				}
+			}
+		}
+		var judged bool
+		for _, tr := range a.Transitions {
+			judged = judged || tr.Status == state.StatusJudge
+		}
+		if !judged {
+			t.Errorf("%s: no judge stage in %+v", addr, a.Transitions)
 		}
 	}
-	if !judged || a.Outcome.Judges["quality"].Error == "" || a.Outcome.Class != state.ClassTaskFailure {
-		t.Errorf("judged attempt: transitions %+v, outcome %+v", a.Transitions, a.Outcome)
-	}
-	p, err := st.CurrentAttempt("plain/nop/hello#1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range p.Transitions {
-		if tr.Status == state.StatusJudge {
-			t.Errorf("an eval without judges has a judge stage")
-		}
-	}
+	p, _ := st.CurrentAttempt("plain/oracle/hello#1")
 	if p.Outcome.Judges != nil {
 		t.Errorf("an eval without judges has judge scores: %v", p.Outcome.Judges)
+	}
+	for _, r := range srv.Requests() {
+		if r.Header.Get("X-Api-Key") != judgeKey {
+			t.Errorf("a forwarded call lacks the key")
+		}
+	}
+	if srv.Count() != 2 {
+		t.Errorf("the model saw %d calls, want 2", srv.Count())
+	}
+	if hits := scanFor(t, e.store, judgeKey); len(hits) > 0 {
+		t.Errorf("the key is in the store: %v", hits)
+	}
+}
+
+// TestJudgeErrors: a 500 is an infrastructure error of the judge stage
+// (retried, judges only, by the next plan, which then scores it); a 400
+// and an unparsable answer are judge errors with no score, not retried.
+func TestJudgeErrors(t *testing.T) {
+	status := 500
+	srv := modeltest.Start(t, judgeKey, func(r *modeltest.Request) modeltest.Reply {
+		if status != 0 {
+			return modeltest.Reply{Status: status}
+		}
+		return modeltest.Reply{Text: modeltest.Answer(r.System, "fine")}
+	})
+	dir := t.TempDir()
+	files := judgedEval(srv.URL)
+	files["main.hcl"] = strings.Replace(files["main.hcl"], "harnesses = [harness.oracle, harness.talker]", "harnesses = [harness.oracle]", 1)
+	writeFiles(t, dir, files)
+	e := newEnv(t, dir)
+	e.vars["JUDGE_KEY"] = judgeKey
+	e.apply(context.Background(), 1)
+
+	st, _ := state.Open(e.store, state.Options{})
+	a, _ := st.CurrentAttempt("judged/oracle/hello#1")
+	st.Close()
+	js := a.Outcome.Judges["quality"]
+	if a.Outcome.Class != state.ClassInfraError || a.Outcome.ErrorStage != state.StageJudge || js.Score != nil || js.ErrorKind != "server_error" ||
+		!strings.Contains(a.Outcome.Error, "judge quality: POST /v1/messages: 500") || a.Outcome.Reward == nil || *a.Outcome.Reward != 1 {
+		t.Fatalf("after a 500: class %s stage %q error %q judge %+v", a.Outcome.Class, a.Outcome.ErrorStage, a.Outcome.Error, js)
+	}
+	plan, _ := e.plan()
+	if got := actions(plan)["judged/oracle/hello#1"]; got != planner.ActionRetry {
+		t.Fatalf("planned %s after a judge's 500", got)
+	}
+	status = 0
+	rep, _ := e.apply(context.Background(), 1)
+	st, _ = state.Open(e.store, state.Options{})
+	b, _ := st.CurrentAttempt("judged/oracle/hello#1")
+	st.Close()
+	if b.Outcome.Class != state.ClassPassed || b.Outcome.Judges["quality"].Score == nil || b.Manifest.ReusedAgentFrom != a.ID {
+		t.Fatalf("the retry: class %s judges %+v reused %q (report %+v)", b.Outcome.Class, b.Outcome.Judges, b.Manifest.ReusedAgentFrom, rep.Attempts)
+	}
+	for _, tr := range b.Transitions {
+		if tr.Status == state.StatusAgent || tr.Status == state.StatusVerify {
+			t.Errorf("the judges-only retry ran the %s stage", tr.Status)
+		}
+	}
+
+	for _, tc := range []struct {
+		status int
+		kind   string
+	}{{400, "model_error"}} {
+		status = tc.status
+		writeFiles(t, dir, map[string]string{"judges/quality/extra.md": "edited " + tc.kind})
+		e.apply(context.Background(), 1)
+		st, _ = state.Open(e.store, state.Options{})
+		c, _ := st.CurrentAttempt("judged/oracle/hello#1")
+		st.Close()
+		js := c.Outcome.Judges["quality"]
+		if c.Outcome.Class != state.ClassPassed || js.Score != nil || js.ErrorKind != tc.kind || !strings.Contains(c.Outcome.Error, "judge quality:") {
+			t.Errorf("a %d: class %s judge %+v error %q", tc.status, c.Outcome.Class, js, c.Outcome.Error)
+		}
+		plan, _ := e.plan()
+		if got := actions(plan)["judged/oracle/hello#1"]; got != planner.ActionNoop {
+			t.Errorf("a %d is retried: %s", tc.status, got)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/rubric"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -517,10 +518,22 @@ func (p *planner) judgeGroup(e *config.Eval) *judgeInfo {
 	ji := &judgeInfo{}
 	judges := append([]*config.Judge(nil), e.Judges...)
 	sort.SliceStable(judges, func(i, j int) bool { return judges[i].Name < judges[j].Name })
+	if len(judges) > 0 {
+		l.literal("judge.runtime", rubric.SemanticsVersion)
+	}
 	for _, j := range judges {
 		pre := "judge." + j.Name
 		if j.Model != "" {
 			l.literal(pre+".model", j.Model)
+		}
+		if j.Provider != "" {
+			l.literal(pre+".provider", j.Provider)
+		}
+		if j.API != "" {
+			l.literal(pre+".api", j.API)
+		}
+		if j.Rubric != nil && j.Rubric.NeedsAgentFilesystem() {
+			ji.readsAgentFS = true
 		}
 		if j.BaseURL != "" {
 			l.literal(pre+".base_url", j.BaseURL)

@@ -185,6 +185,24 @@ type PlannedAttempt struct {
 	// Manifest is the manifest the new attempt will be recorded with
 	// (fingerprints, inputs, images, sandbox). Empty for no-op and orphaned.
 	Manifest *state.Manifest `json:"manifest,omitempty"`
+
+	// RetryJudges: a retry of an attempt whose judges ended in an
+	// infrastructure error runs the judges only, reusing the agent's and
+	// the verifier's outcomes.
+	RetryJudges bool `json:"retry_judges,omitempty"`
+}
+
+// ReusesAgent reports whether apply reuses the prior attempt's agent
+// outcome rather than run the agent: a re-verify, a re-judge, a judges-only
+// retry.
+func (pa *PlannedAttempt) ReusesAgent() bool {
+	return pa.Action == ActionReverify || pa.JudgesOnly()
+}
+
+// JudgesOnly reports whether apply runs the judges only, reusing the
+// verifier's outcome too: a re-judge or a judges-only retry.
+func (pa *PlannedAttempt) JudgesOnly() bool {
+	return pa.Action == ActionRejudge || pa.Action == ActionRetry && pa.RetryJudges
 }
 
 // Change is one changed input between the prior attempt and the config.

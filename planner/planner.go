@@ -112,6 +112,9 @@ type taskInfo struct {
 type judgeInfo struct {
 	group    *group
 	keyNames []string
+	// readsAgentFS: a judge reads files of the agent's filesystem, so a
+	// re-judge needs the agent's snapshot.
+	readsAgentFS bool
 }
 
 // declared is one attempt the config declares.
@@ -613,6 +616,9 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	case cur.Status == state.StatusInterrupted || cur.Class == state.ClassInterrupted:
 		pa.Action = ActionRetry
 		pa.Reasons = []string{"the last attempt was interrupted"}
+	case cur.JudgeRetry && !verifyChanged && (!p.judgesReadSnapshot(d) || p.snapshotKept(cur)):
+		pa.Action, pa.RetryJudges = ActionRetry, true
+		pa.Reasons = []string{"the last attempt's judges ended in an infrastructure error; only the judges run again (the agent's and the verifier's outcomes are reused)"}
 	case cur.Status == state.StatusErrored || cur.Class == state.ClassInfraError:
 		pa.Action = ActionRetry
 		pa.Reasons = []string{"the last attempt ended in an infrastructure error"}
@@ -622,6 +628,9 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	case verifyChanged:
 		pa.Action = ActionReverify
 		pa.Reasons = []string{"the verifier's inputs changed"}
+	case judgeChanged && p.judgesReadSnapshot(d) && !p.snapshotKept(cur):
+		pa.Action = ActionRerun
+		pa.Reasons = []string{"the judges' inputs changed and the agent's snapshot, whose files they read, was not kept, so the agent must run again"}
 	case judgeChanged:
 		pa.Action = ActionRejudge
 		pa.Reasons = []string{"the judges' inputs changed"}
@@ -632,6 +641,13 @@ func (p *planner) decide(d *declared, cur *state.Current) error {
 	d.needsManifest = true
 	d.changed = agentChanged || verifyChanged || judgeChanged
 	return nil
+}
+
+// judgesReadSnapshot reports whether the attempt's judges read files of
+// the agent's filesystem, which only its snapshot keeps (a JSONL task has
+// none to read).
+func (p *planner) judgesReadSnapshot(d *declared) bool {
+	return d.task.Kind != "jsonl" && p.judgeGroup(d.eval).readsAgentFS
 }
 
 // finish builds the manifests of the attempts that will run (in
@@ -647,7 +663,7 @@ func (p *planner) finish(decl []*declared) []error {
 	parallel(len(pending), func(i int) {
 		d := pending[i]
 		reused := ""
-		if d.pa.Action == ActionReverify || d.pa.Action == ActionRejudge {
+		if d.pa.ReusesAgent() {
 			reused = d.pa.PriorAttemptID
 		}
 		d.pa.Manifest = p.manifest(d, reused)

@@ -9,6 +9,11 @@ import (
 // FileName is the judge file a judge folder holds.
 const FileName = "judge.toml"
 
+// SemanticsVersion names how hemra judges with a rubric: the prompt, the
+// inputs, the parsing and the aggregation. It is part of every judge
+// fingerprint; changing any of those bumps it, so every judge runs again.
+const SemanticsVersion = "hemra-judge/1"
+
 // DefaultJudge is rewardkit's default [judge].judge.
 const DefaultJudge = "anthropic/claude-sonnet-4-6"
 

@@ -17,6 +17,7 @@ func currentOf(a *Attempt) Current {
 	if a.Outcome != nil {
 		c.Class = a.Outcome.Class
 		c.SnapshotKept = a.Outcome.Snapshot != ""
+		c.JudgeRetry = a.Outcome.Class == ClassInfraError && a.Outcome.ErrorStage == StageJudge
 	}
 	return c
 }
@@ -76,6 +77,8 @@ func decodeCurrentFast(val []byte) (Current, bool) {
 		switch {
 		case key == 'k' && isBool:
 			c.SnapshotKept = boolean
+		case key == 'r' && isBool:
+			c.JudgeRetry = boolean
 		case isBool:
 			return c, false
 		case key == 'a':

@@ -18,6 +18,13 @@ const (
 	StatusInterrupted Status = "interrupted"
 )
 
+// Stages, as Outcome.ErrorStage names them.
+const (
+	StageAgent  = "agent"
+	StageVerify = "verify"
+	StageJudge  = "judge"
+)
+
 // Terminal reports whether no further transition is expected.
 func (s Status) Terminal() bool {
 	return s == StatusFinished || s == StatusErrored || s == StatusInterrupted
@@ -147,6 +154,16 @@ type Outcome struct {
 	// snapshot, kept so a later re-verify can reuse it.
 	Snapshot string                `json:"snapshot,omitempty"`
 	Judges   map[string]JudgeScore `json:"judges,omitempty"`
+	// AgentTimedOut: the agent hit its deadline (the class says so unless
+	// a later stage's error took its place).
+	AgentTimedOut bool `json:"agent_timed_out,omitempty"`
+	// ErrorStage is the stage an infrastructure error ended the attempt
+	// in (agent, verify, judge), when known: after a judge's, the next
+	// plan retries the judges only.
+	ErrorStage string `json:"error_stage,omitempty"`
+	// RewardDetails is rewardkit's reward-details.json, when the task's
+	// verifier wrote one.
+	RewardDetails *RewardDetails `json:"reward_details,omitempty"`
 }
 
 // Artifact is one file a harness left in its artifact folder.
@@ -158,9 +175,74 @@ type Artifact struct {
 
 // JudgeScore is one judge's verdict.
 type JudgeScore struct {
-	Score float64 `json:"score"`
-	Model string  `json:"model,omitempty"`
-	Error string  `json:"error,omitempty"`
+	// Score is the rubric's aggregate in [0, 1]; nil when the judge failed
+	// (Error says why): a failed judge is never a 0.
+	Score       *float64         `json:"score,omitempty"`
+	Model       string           `json:"model,omitempty"`
+	Provider    string           `json:"provider,omitempty"`    // openai | anthropic
+	API         string           `json:"api,omitempty"`         // chat_completions | responses | messages
+	Aggregation string           `json:"aggregation,omitempty"` // weighted_mean | all_pass | any_pass | threshold
+	Criteria    []CriterionScore `json:"criteria,omitempty"`
+	// Calls are the model calls the judge made through the gateway,
+	// refused ones included, in order.
+	Calls     []ModelCall   `json:"calls,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	ErrorKind string        `json:"error_kind,omitempty"` // model_error | server_error | timeout | max_calls | refused | unparsable | input | runtime
+	Duration  time.Duration `json:"duration_ns,omitempty"`
+}
+
+// MaxReasoning bounds a criterion's recorded reasoning, in characters.
+const MaxReasoning = 600
+
+// CriterionScore is one criterion's verdict, from a judge or from
+// rewardkit's reward-details.json. Reasoning is the model's text about
+// the agent's work: it may quote that work, and is shown as text only.
+type CriterionScore struct {
+	Name      string          `json:"name"`
+	Type      string          `json:"type,omitempty"` // binary | likert | numeric
+	Raw       json.RawMessage `json:"raw,omitempty"`  // the score as the model wrote it
+	Value     *float64        `json:"value,omitempty"`
+	Weight    float64         `json:"weight,omitempty"`
+	Reasoning string          `json:"reasoning,omitempty"` // at most MaxReasoning characters
+	Skipped   bool            `json:"skipped,omitempty"`   // an optional criterion left out of the answer
+	Error     string          `json:"error,omitempty"`
+}
+
+// ModelCall is one call a judge made through hemra's model gateway.
+// RequestBlob and ResponseBlob name the bodies' blobs.
+type ModelCall struct {
+	Seq          int           `json:"seq"`
+	Method       string        `json:"method,omitempty"`
+	Path         string        `json:"path"`
+	Model        string        `json:"model,omitempty"`
+	Stream       bool          `json:"stream,omitempty"`
+	Status       int           `json:"status"`
+	Duration     time.Duration `json:"duration_ns"`
+	InputTokens  int64         `json:"input_tokens,omitempty"`
+	OutputTokens int64         `json:"output_tokens,omitempty"`
+	CostUSD      *float64      `json:"cost_usd,omitempty"`
+	Refused      string        `json:"refused,omitempty"` // path | max_calls | body
+	Timeout      bool          `json:"timeout,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	RequestBlob  string        `json:"request_blob,omitempty"`
+	ResponseBlob string        `json:"response_blob,omitempty"`
+}
+
+// RewardDetails is rewardkit's reward-details.json as the store keeps it:
+// the file itself as a blob, and per reward its criteria.
+type RewardDetails struct {
+	Blob    string         `json:"blob"`
+	Rewards []RewardDetail `json:"rewards,omitempty"`
+}
+
+// RewardDetail is one reward of a rewardkit verifier (a tests/ folder or
+// a judge file within it).
+type RewardDetail struct {
+	Name     string           `json:"name"`
+	Kind     string           `json:"kind,omitempty"` // llm | agent | programmatic
+	Score    *float64         `json:"score,omitempty"`
+	Judge    string           `json:"judge,omitempty"` // the judge's model
+	Criteria []CriterionScore `json:"criteria,omitempty"`
 }
 
 // Current is the compact per-address summary plan reads for every declared
@@ -176,6 +258,10 @@ type Current struct {
 	// SnapshotKept is false once the agent's snapshot is gone, so plan
 	// upgrades a re-verify to a re-run.
 	SnapshotKept bool `json:"k,omitempty"`
+	// JudgeRetry: the attempt ended in an infrastructure error of its
+	// judges, after its agent and verifier ran; a retry runs the judges
+	// only.
+	JudgeRetry bool `json:"r,omitempty"`
 }
 
 // Run is one `hemra apply`.

@@ -313,10 +313,10 @@ func rewardsText(m map[string]float64) string {
 }
 
 func judgeText(j state.JudgeScore) string {
-	if j.Error != "" {
-		return "not scored: " + j.Error
+	if j.Error != "" || j.Score == nil {
+		return "not scored: " + plainText(orDash(j.Error))
 	}
-	return formatReward(j.Score)
+	return formatReward(*j.Score)
 }
 
 func short(fp string) string {

@@ -299,12 +299,15 @@ func renderAttemptRecord(w io.Writer, doc *stateShowJSON) error {
 		sort.Strings(names)
 		for _, n := range names {
 			j := o.Judges[n]
-			s := fmt.Sprintf("%g", j.Score)
+			s := "not scored"
+			if j.Score != nil {
+				s = fmt.Sprintf("%g", *j.Score)
+			}
 			if j.Model != "" {
-				s += " (" + j.Model + ")"
+				s += " (" + plainText(j.Model) + ")"
 			}
 			if j.Error != "" {
-				s += " error: " + stateFirstLine(j.Error)
+				s += " error: " + plainText(stateFirstLine(j.Error))
 			}
 			line("judge "+n, "%s", s)
 		}

@@ -107,10 +107,10 @@ func TestStateShowFullRecord(t *testing.T) {
 	if err := w.AddAttempt(a); err != nil {
 		t.Fatal(err)
 	}
-	reward := 0.5
+	reward, judged := 0.5, 0.8
 	err = w.Finish(a.ID, state.StatusFinished, &state.Outcome{
 		Class: state.ClassTaskFailure, Reward: &reward, Rewards: map[string]float64{"reward": 0.5, "style": 1},
-		Judges:     map[string]state.JudgeScore{"quality": {Score: 0.8, Model: "m1"}},
+		Judges:     map[string]state.JudgeScore{"quality": {Score: &judged, Model: "m1"}},
 		Artifacts:  []state.Artifact{{Path: "out.txt", Size: 3, SHA256: "ab"}},
 		StderrTail: "line one\nline two\n", EventsLog: "events/x.jsonl", EventCount: 7,
 	})

@@ -1,0 +1,6 @@
+judge "q" {
+  source   = "./judges/q"
+  base_url = "https://api.anthropic.com"
+  provider = "gemini"
+  api      = "responses"
+}
