@@ -117,8 +117,8 @@ type JudgeSummary struct {
 
 func judgeSummaryOf(j JudgeScore) JudgeSummary {
 	js := JudgeSummary{Model: j.Model, Error: firstLine(j.Error)}
-	if j.Error == "" {
-		score := j.Score
+	if j.Error == "" && j.Score != nil {
+		score := *j.Score
 		js.Score = &score
 	}
 	return js

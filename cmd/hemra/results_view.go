@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -21,11 +22,24 @@ import (
 // reward with its interval, errored attempts (each counted as 0) and
 // attempts still running.
 func writeGroups(w io.Writer, groups []*results.Group) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\tERRORED\tRUNNING")
+	var judges []string
 	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\n", g.Eval, g.Harness, g.Attempts, g.Passed,
-			percent(g.PassRate), estimateMean(g.Reward), results.Interval(g.Reward), g.Errored, g.Running)
+		for name := range g.Judges {
+			if !slices.Contains(judges, name) {
+				judges = append(judges, name)
+			}
+		}
+	}
+	sort.Strings(judges)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\t"+judgeHeads(judges)+"ERRORED\tRUNNING")
+	for _, g := range groups {
+		cols := ""
+		for _, name := range judges {
+			cols += estimateMean(g.Judges[name]) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s%d\t%d\n", g.Eval, g.Harness, g.Attempts, g.Passed,
+			percent(g.PassRate), estimateMean(g.Reward), results.Interval(g.Reward), cols, g.Errored, g.Running)
 	}
 	_ = tw.Flush()
 	if errs := errorClasses(groups); errs != "" {
@@ -71,8 +85,17 @@ func estimateMean(e *results.Estimate) string {
 
 // writeAttempts lists attempts, one line each.
 func writeAttempts(w io.Writer, attempts []*results.Attempt) {
+	var judges []string
+	for _, a := range attempts {
+		for name := range a.Judges {
+			if !slices.Contains(judges, name) {
+				judges = append(judges, name)
+			}
+		}
+	}
+	sort.Strings(judges)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCLASS\tREWARD\tTIME")
+	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCLASS\tREWARD\t"+judgeHeads(judges)+"TIME")
 	for _, a := range attempts {
 		reward := "-"
 		if a.Reward != nil {
@@ -82,9 +105,30 @@ func writeAttempts(w io.Writer, attempts []*results.Attempt) {
 		if a.Duration > 0 {
 			d = roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Address, a.Status, orDash(string(a.Class)), reward, d)
+		cols := ""
+		for _, name := range judges {
+			j, ok := a.Judges[name]
+			switch {
+			case !ok:
+				cols += "-\t"
+			case j.Score == nil:
+				cols += "error\t" // a failed judge is never a 0
+			default:
+				cols += formatReward(*j.Score) + "\t"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", a.Address, a.Status, orDash(string(a.Class)), reward, cols, d)
 	}
 	_ = tw.Flush()
+}
+
+// judgeHeads are the column headings of judges, each followed by a tab.
+func judgeHeads(judges []string) string {
+	var b strings.Builder
+	for _, name := range judges {
+		b.WriteString("JUDGE " + strings.ToUpper(name) + "\t")
+	}
+	return b.String()
 }
 
 // writeGroupDetail is one eval × harness: its totals, pass@k, every reward

@@ -144,11 +144,11 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 		if o.AgentExit != 0 {
 			fmt.Fprintf(tw, "  agent exit\t%d\n", o.AgentExit)
 		}
-		for name, j := range o.Judges {
-			fmt.Fprintf(tw, "  judge %s\t%s\n", name, judgeText(j))
-		}
 	}
 	_ = tw.Flush()
+	if a.Outcome != nil {
+		writeJudges(w, a.Outcome)
+	}
 
 	fmt.Fprintln(w, "\nTransitions:")
 	for _, t := range a.Transitions {

@@ -77,9 +77,22 @@ func Start(t testing.TB, key string, script Script) *Server {
 	return s
 }
 
-// Listen starts a server outside a test (benchmarks of a command).
+// Listen starts a server outside a test (benchmarks of a command) on a
+// free port of 127.0.0.1.
 func Listen(key string, script Script) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return ListenAt("127.0.0.1:0", key, script)
+}
+
+// ListenAt starts a server on addr, which must be a loopback address.
+func ListenAt(addr, key string, script Script) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("the test model server listens on loopback addresses only, not %s", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

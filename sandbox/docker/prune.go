@@ -294,7 +294,9 @@ func removeImages(ctx context.Context, cli client.APIClient, ids []string) []err
 		for _, i := range pending {
 			_, err := cli.ImageRemove(ctx, ids[i], image.RemoveOptions{Force: true, PruneChildren: true})
 			switch {
-			case err == nil || client.IsErrNotFound(err):
+			case err == nil || client.IsErrNotFound(err) || strings.Contains(err.Error(), "unrecognized image ID"):
+				// The engine says "unrecognized image ID" for a parent
+				// commit its child's removal pruned already.
 				errs[i] = nil
 			case strings.Contains(err.Error(), "child"):
 				errs[i] = err
