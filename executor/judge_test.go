@@ -250,3 +250,53 @@ func TestJudgeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRewardkitDetailsKept: a verifier that grades with rewardkit leaves
+// reward-details.json beside its reward; the store keeps the file and each
+// criterion's score, the judge's model and its reasoning (600 characters),
+// and a judge that reads the verifier's result sees it.
+func TestRewardkitDetailsKept(t *testing.T) {
+	details, err := os.ReadFile("testdata/reward-details.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := modeltest.Start(t, judgeKey, modeltest.Grade("ok"))
+	dir := t.TempDir()
+	files := judgedEval(srv.URL)
+	files["main.hcl"] = strings.Replace(files["main.hcl"], "harnesses = [harness.oracle, harness.talker]", "harnesses = [harness.oracle]", 1)
+	files["tasks/hello/tests/test.sh"] = `LOGS="$HEMRA_VERIFIER_LOGS"
+printf '{"correctness": 0.6667, "quality": 0.875}' > "$LOGS/reward.json"
+cp "$HEMRA_TESTS_DIR/reward-details.json" "$LOGS/reward-details.json"
+`
+	files["tasks/hello/tests/reward-details.json"] = string(details)
+	writeFiles(t, dir, files)
+	e := newEnv(t, dir)
+	e.vars["JUDGE_KEY"] = judgeKey
+	e.apply(context.Background(), 1)
+	st, _ := state.Open(e.store, state.Options{})
+	defer st.Close()
+	a, err := st.CurrentAttempt("judged/oracle/hello#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := a.Outcome.RewardDetails
+	if d == nil || len(d.Rewards) != 2 {
+		t.Fatalf("reward details %+v (outcome %+v)", d, a.Outcome)
+	}
+	if b, err := st.Blob(d.Blob); err != nil || string(b) != string(details) {
+		t.Errorf("the file is not kept as it was: %v", err)
+	}
+	q := d.Rewards[1]
+	if q.Name != "quality" || q.Kind != "llm" || q.Judge != "anthropic/claude-sonnet-4-6" || *q.Score != 0.875 || len(q.Criteria) != 2 {
+		t.Fatalf("quality %+v", q)
+	}
+	if c := q.Criteria[1]; c.Name != "code_readability" || *c.Value != 0.75 || string(c.Raw) != "4" || len([]rune(c.Reasoning)) != state.MaxReasoning {
+		t.Errorf("criterion %+v (reasoning %d characters)", c, len([]rune(c.Reasoning)))
+	}
+	if c := d.Rewards[0]; c.Kind != "programmatic" || c.Criteria[0].Weight != 3 {
+		t.Errorf("correctness %+v", c)
+	}
+	if !strings.Contains(string(srv.Requests()[0].Body), "reward-details.json:") {
+		t.Errorf("the judge did not see reward-details.json")
+	}
+}

@@ -158,6 +158,7 @@ func (a *attemptRun) verifyHarbor(ctx context.Context) error {
 		return &stageError{state.ClassVerifierError, msg}
 	}
 	a.out.Reward, a.out.Rewards = &reward, rewards
+	a.keepRewardDetails(hostLogs)
 	return nil
 }
 
