@@ -21,7 +21,7 @@ type CLI struct {
 	Globals
 
 	Init     InitCmd     `cmd:"" help:"Resolve images and remote datasets; write hemra.lock.hcl."`
-	Validate ValidateCmd `cmd:"" help:"Check the eval directory's configuration without running anything."`
+	Validate ValidateCmd `cmd:"" help:"Check the eval directory's configuration — its HCL files, every task and every judge's judge.toml — without running anything."`
 	Fmt      FmtCmd      `cmd:"" help:"Rewrite HCL files in the canonical style."`
 	Plan     PlanCmd     `cmd:"" help:"Show which attempts would run, and why."`
 	Apply    ApplyCmd    `cmd:"" help:"Run the planned attempts and record them."`
