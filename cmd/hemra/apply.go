@@ -123,6 +123,9 @@ func (c *ApplyCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if p, ok := providers[config.KindDocker].(*docker.Provider); ok {
+		removeLeftovers(g, p, c.JSON)
+	}
 
 	view := newApplyView(g, c.JSON)
 	stopper.arm(view.Notice)
@@ -418,6 +421,25 @@ func (s *stopper) stop() {
 	signal.Stop(s.sigs)
 	close(s.done)
 	s.cancel(nil)
+}
+
+// removeLeftovers removes the containers an earlier apply of this store left
+// when it was killed, before this one starts any, and says so. Failing to
+// is a warning: the attempts do not depend on it.
+func removeLeftovers(g *Globals, p *docker.Provider, jsonOut bool) {
+	store := g.StorePath()
+	if abs, err := filepath.Abs(store); err == nil {
+		store = abs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	removed, err := p.RemoveLeftovers(ctx, store)
+	if err != nil {
+		fmt.Fprintf(g.Stderr, "Warning: %v\n", err)
+	}
+	if len(removed) > 0 && !jsonOut {
+		fmt.Fprintf(g.Stdout, "Removed %d container(s) an earlier hemra apply of this store left when it was killed.\n\n", len(removed))
+	}
 }
 
 // lockError explains a held writer lock.

@@ -40,7 +40,9 @@ Engine's version; a bridge program for modal, fly and sprites found as
 hemra-sandbox-<kind> on PATH or by HEMRA_SANDBOX_<KIND>_BIN), and what each
 sandbox declared in the eval directory enforces as configured.
 
--prune removes only objects labelled dev.hemra.managed=true: containers
+-prune removes only objects labelled dev.hemra.managed=true and made on this
+machine (dev.hemra.host-id; another machine's objects on a shared engine are
+listed as kept, with its host name): containers
 whose hemra process is gone; snapshot images whose store (the
 dev.hemra.store label) no longer exists, or whose attempt is no longer its
 address's current one in that store and is not reused by it (stores that
@@ -329,7 +331,9 @@ func (j *snapshotJudge) store(dir string) *judgedStore {
 	}
 	s := &judgedStore{}
 	j.stores[dir] = s
-	if _, err := os.Stat(filepath.Join(dir, "state.db")); errors.Is(err, os.ErrNotExist) {
+	// Gone is the store folder gone. A folder whose state.db is missing or
+	// damaged is not gone: opening it says so, and its snapshots are kept.
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		s.gone = true
 		return s
 	} else if err != nil {

@@ -574,6 +574,7 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
 	lbl := withStore(labels(in.labels[LabelAttempt], in.labels[LabelAddress], RoleSnapshot), in.labels[LabelStore], in.labels[LabelLineage])
+	lbl[LabelHostID] = HostID()
 	comment := "hemra snapshot of attempt " + in.labels[LabelAttempt]
 	// A main-mode container has stopped with its command: nothing to pause.
 	in.mu.Lock()

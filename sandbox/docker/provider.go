@@ -221,6 +221,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	lbl := withStore(labels(spec.AttemptID, spec.Address, role), spec.Store, spec.Lineage)
 	lbl[LabelPID] = fmt.Sprint(os.Getpid())
 	lbl[LabelHost] = p.host
+	lbl[LabelHostID] = HostID()
 
 	cfg := &container.Config{
 		Image:      img,

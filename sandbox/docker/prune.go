@@ -39,6 +39,7 @@ type SnapshotImage struct {
 	Address string
 	Store   string // the absolute store folder it was labelled with; "" for older snapshots
 	Lineage string
+	HostID  string // the HostID of the machine that took it; "" for older snapshots
 }
 
 // Pruned is one object Prune removed (or would remove, or kept).
@@ -59,10 +60,12 @@ type PruneReport struct {
 }
 
 // Prune removes what a killed hemra left behind, and only objects that
-// carry hemra's label: containers whose hemra process is gone, snapshot
-// images of attempts that are no longer current in this store, and
-// labelled volumes and networks that no container uses. Containers of a
-// hemra that is still running (an apply in progress) are left alone.
+// carry hemra's label and this machine's HostID: containers whose hemra
+// process is gone, snapshot images of attempts that are no longer current
+// in this store, and labelled volumes and networks that no container uses.
+// Containers of a hemra that is still running (an apply in progress),
+// objects another machine made (on an engine they share), and images a
+// container still uses are listed as kept, each with why.
 func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, error) {
 	rep := &PruneReport{}
 	managed := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
@@ -94,11 +97,27 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
 	var doomed []string // image ids to remove, in the order of their rep.Removed items
+	inUse := map[string]string{} // image id -> a container created from it
+	if after, err := p.cli.ContainerList(ctx, container.ListOptions{All: true}); err == nil {
+		for _, c := range after {
+			inUse[c.ImageID] = short(c.ID)
+		}
+	}
 	for _, im := range imgs {
 		item := Pruned{Kind: "image", ID: short(im.ID), Attempt: im.Labels[LabelAttempt], Address: im.Labels[LabelAddress], Role: RoleSnapshot}
+		if keep, why := foreign(im.Labels); keep {
+			item.Reason = why
+			rep.Kept = append(rep.Kept, item)
+			continue
+		}
+		if c, ok := inUse[im.ID]; ok && !opts.DryRun {
+			item.Reason = fmt.Sprintf("container %s uses it", c)
+			rep.Kept = append(rep.Kept, item)
+			continue
+		}
 		if opts.Snapshot != nil {
 			remove, reason := opts.Snapshot(SnapshotImage{ID: im.ID, Attempt: item.Attempt, Address: item.Address,
-				Store: im.Labels[LabelStore], Lineage: im.Labels[LabelLineage]})
+				Store: im.Labels[LabelStore], Lineage: im.Labels[LabelLineage], HostID: im.Labels[LabelHostID]})
 			item.Reason = reason
 			if !remove {
 				rep.Kept = append(rep.Kept, item)
@@ -134,6 +153,23 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 				rep.Removed[first+i].Error = err.Error()
 			}
 		}
+		// An image the engine will not remove because something still
+		// uses it (a container started meanwhile, a snapshot committed
+		// from it that is kept) is kept, not a failure.
+		removed := rep.Removed[:first]
+		for _, item := range rep.Removed[first:] {
+			switch {
+			case strings.Contains(item.Error, "being used by"):
+				item.Reason, item.Error = "a container uses it", ""
+				rep.Kept = append(rep.Kept, item)
+			case strings.Contains(item.Error, "dependent child images"):
+				item.Reason, item.Error = "an image that is kept was committed from it", ""
+				rep.Kept = append(rep.Kept, item)
+			default:
+				removed = append(removed, item)
+			}
+		}
+		rep.Removed = removed
 	}
 
 	vols, err := p.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
@@ -173,12 +209,37 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	return rep, nil
 }
 
+// foreign reports whether an object was made on another machine (its
+// HostID differs), or by an older hemra that did not say which machine,
+// for a store that is not on this one: its store and process cannot be
+// checked from here, so it is left alone.
+func foreign(l map[string]string) (bool, string) {
+	id := l[LabelHostID]
+	switch {
+	case id != "" && id != HostID():
+		host := l[LabelHost]
+		if host == "" {
+			host = "another machine"
+		}
+		return true, fmt.Sprintf("made by hemra on %s (host id %s, this is %s): this hemra cannot check its store or process", host, id, HostID())
+	case id == "" && l[LabelRole] == RoleSnapshot && l[LabelStore] != "":
+		if _, err := os.Stat(l[LabelStore]); err != nil {
+			return true, fmt.Sprintf("made by an older hemra that did not record its host, for a store (%s) that is not on this host: remove it by hand if it is yours (docker rmi)", l[LabelStore])
+		}
+	}
+	return false, ""
+}
+
 // creatorAlive reports whether the hemra that created a container still
-// runs: same host and its pid answers. Containers from another host are
-// left alone, as hemra cannot tell.
+// runs: same machine (HostID, or the host name for older containers) and
+// its pid answers. Containers from another machine are left alone, as hemra
+// cannot tell.
 func (p *Provider) creatorAlive(l map[string]string) (bool, string) {
+	if keep, why := foreign(l); keep {
+		return true, why
+	}
 	host, pidStr := l[LabelHost], l[LabelPID]
-	if host != "" && host != p.host {
+	if l[LabelHostID] == "" && host != "" && host != p.host {
 		return true, fmt.Sprintf("created by hemra on host %s, which this hemra cannot check", host)
 	}
 	pid, err := strconv.Atoi(pidStr)
@@ -211,6 +272,40 @@ func sortPruned(s []Pruned) {
 		}
 		return s[i].ID < s[j].ID
 	})
+}
+
+// RemoveLeftovers removes the containers of store (its absolute folder)
+// that a hemra on this machine left when it was killed (SIGKILL, a second
+// Ctrl-C): their hemra process is gone. An apply calls it before it runs
+// anything, so leftovers go with the next apply of the same store, not
+// only with doctor -prune. Containers of a running hemra, of other stores
+// and of other machines are never touched.
+func (p *Provider) RemoveLeftovers(ctx context.Context, store string) ([]Pruned, error) {
+	ctrs, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelStore+"="+store))})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	var out []Pruned
+	var errs []string
+	for _, c := range ctrs {
+		if alive, _ := p.creatorAlive(c.Labels); alive {
+			continue
+		}
+		item := Pruned{Kind: "container", ID: short(c.ID), Attempt: c.Labels[LabelAttempt], Address: c.Labels[LabelAddress], Role: c.Labels[LabelRole],
+			Reason: "its hemra process is gone"}
+		err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "already in progress") {
+			item.Error = err.Error()
+			errs = append(errs, err.Error())
+		}
+		out = append(out, item)
+	}
+	sortPruned(out)
+	if len(errs) > 0 {
+		return out, fmt.Errorf("removing containers a killed hemra left: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
 }
 
 // RemoveStore removes every container and snapshot image labelled as
