@@ -179,6 +179,12 @@ func (l *loader) parseFile(path, name string) *hcl.File {
 		})
 		return nil
 	}
+	if diags := CheckNesting(src, name, hcl.InitialPos); diags.HasErrors() {
+		// Not kept in Files: its one line of source can be megabytes long
+		// (the diagnostic names the line and column).
+		l.diags = append(l.diags, diags...)
+		return nil
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	l.diags = append(l.diags, diags...)
 	if f != nil {

@@ -308,7 +308,11 @@ func (l *loader) assignRaw(d *varDecl, raw, source, from string) {
 	if d.v.Type.IsPrimitiveType() || d.v.Type == cty.DynamicPseudoType {
 		v = cty.StringVal(raw)
 	} else {
-		expr, diags := hclsyntax.ParseExpression([]byte(raw), from, hcl.InitialPos)
+		diags := CheckExpressionNesting([]byte(raw), from, hcl.InitialPos)
+		var expr hclsyntax.Expression
+		if !diags.HasErrors() {
+			expr, diags = hclsyntax.ParseExpression([]byte(raw), from, hcl.InitialPos)
+		}
 		if !diags.HasErrors() {
 			v, diags = expr.Value(nil)
 		}

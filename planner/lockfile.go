@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/hemra-dev/hemra/config"
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -72,6 +74,9 @@ func ReadLockFile(dir string) (*LockFile, hcl.Diagnostics) {
 // ParseLockFile parses the source of a lock file; filename names it in
 // diagnostics.
 func ParseLockFile(filename string, src []byte) (*LockFile, hcl.Diagnostics) {
+	if diags := config.CheckNesting(src, filename, hcl.InitialPos); diags.HasErrors() {
+		return nil, diags
+	}
 	f, diags := hclparse.NewParser().ParseHCL(src, filename)
 	if diags.HasErrors() {
 		return nil, diags

@@ -192,6 +192,10 @@ func (c *FmtCmd) formatStream(g *Globals) (bool, error) {
 // formatSource checks the syntax first, as hclwrite formats even broken
 // input, then returns the canonical form.
 func formatSource(g *Globals, src []byte, name string) ([]byte, bool) {
+	if diags := config.CheckNesting(src, name, hcl.InitialPos); diags.HasErrors() {
+		printDiags(g, nil, diags)
+		return nil, false
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if diags.HasErrors() {
 		printDiags(g, map[string]*hcl.File{name: f}, diags)
