@@ -267,11 +267,17 @@ func joinAnd(items []string) string {
 
 // suggest returns " Did you mean "x"?" for the closest known name, if any
 // is close enough to be a likely typo.
+//
+// The choice never depends on the order of known (often a map's keys): the
+// nearest name wins, then the one closest in length (nop3 → nop2 rather
+// than nop), then the first in byte order.
 func suggest(name string, known []string) string {
-	best, bestDist := "", 3
+	best, bestDist, bestLen := "", 3, 0
+	abs := func(n int) int { return max(n, -n) }
 	for _, k := range known {
-		if d := levenshtein(name, k); d < bestDist {
-			best, bestDist = k, d
+		d, l := levenshtein(name, k), abs(len(k)-len(name))
+		if d < bestDist || d == bestDist && best != "" && (l < bestLen || l == bestLen && k < best) {
+			best, bestDist, bestLen = k, d, l
 		}
 	}
 	if best == "" {
