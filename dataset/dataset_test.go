@@ -514,6 +514,24 @@ func TestTaskNamesThatBreakAddresses(t *testing.T) {
 	}
 }
 
+// A task folder whose name is not valid UTF-8 (Latin-1 "café") is refused
+// at load: JSON records would turn it into U+FFFD, so the attempt's record
+// and its keys in the state would name different addresses, and every plan
+// would retry it.
+func TestTaskNameNotUTF8Refused(t *testing.T) {
+	root := t.TempDir()
+	writeTask(t, root, "fine-name")
+	writeTask(t, root, "caf\xe9")
+	tasks, diags := LoadDir(root, LoadOptions{})
+	got := diagLines(diags)
+	if len(got) != 1 || !strings.HasSuffix(got[0], ": Invalid task name") || !strings.Contains(diags[0].Detail, "not valid UTF-8") {
+		t.Errorf("diagnostics = %v", diags)
+	}
+	if len(tasks) != 1 || tasks[0].Name != "fine-name" {
+		t.Errorf("tasks = %v", tasks)
+	}
+}
+
 func TestNegativeNumbersRefused(t *testing.T) {
 	src := "[agent]\ntimeout_sec = -5\n[environment]\ncpus = 2\nmemory_mb = -1\n[[steps]]\nname = \"a\"\nmin_reward = { tests = -1.0 }\n"
 	cfg, diags := ParseTaskConfig("task.toml", []byte(src))

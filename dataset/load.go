@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -141,6 +142,9 @@ func CheckPattern(p string) error {
 func checkTaskName(name string) string {
 	if name == "" {
 		return "a task name must not be empty"
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Sprintf("task name %q is not valid UTF-8: attempt addresses are recorded as JSON text, which cannot hold it. Rename the folder (for example with convmv -f latin1 -t utf8)", name)
 	}
 	if strings.TrimSpace(name) != name {
 		return fmt.Sprintf("task name %q starts or ends with white space", name)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -167,6 +168,11 @@ func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 		}
 		if a.Address == "" || strings.Contains(a.Address, keySep) {
 			return nil, fmt.Errorf("attempt %s: address %q is empty or holds a NUL byte", a.ID, a.Address)
+		}
+		if !utf8.ValidString(a.Address) {
+			// The record is JSON, which would turn the bytes into U+FFFD:
+			// the address in the record would no longer be its keys'.
+			return fmt.Errorf("attempt %s: address %q is not valid UTF-8", a.ID, a.Address)
 		}
 		if strings.Contains(a.RunID, keySep) {
 			return nil, fmt.Errorf("attempt %s: run id %q holds a NUL byte", a.ID, a.RunID)

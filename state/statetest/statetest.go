@@ -803,6 +803,7 @@ func (s suite) badInputRefused(t *testing.T) {
 	for _, a := range []*state.Attempt{
 		Attempt("", "fp"),
 		Attempt("e/h/t\x00x#1", "fp"),
+		Attempt("e/h/caf\xe9#1", "fp"), // Latin-1: JSON would not keep it
 		{ID: "../../etc/passwd", Address: "e/h/t#1"},
 	} {
 		if err := w.AddAttempt(a); err == nil {
