@@ -210,6 +210,9 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool, out *fileStat)
 		return File{}, nil, &os.PathError{Op: "open", Path: p(), Err: errNotRegular}
 	}
 	statOf(&st, out)
+	if limit := keptLimit(name); keep && st.Size > limit {
+		return File{}, nil, &os.PathError{Op: "read", Path: p(), Err: &tooLargeError{size: st.Size, limit: limit}}
+	}
 	f := File{Mode: 0o644}
 	if st.Mode&0o111 != 0 {
 		f.Mode = 0o755

@@ -77,6 +77,9 @@ func (r *taskReader) readFileAt(d dirRef, name string, keep bool, _ *fileStat) (
 	if !fi.Mode().IsRegular() {
 		return File{}, nil, &os.PathError{Op: "open", Path: fh.Name(), Err: errNotRegular}
 	}
+	if limit := keptLimit(name); keep && fi.Size() > limit {
+		return File{}, nil, &os.PathError{Op: "read", Path: fh.Name(), Err: &tooLargeError{size: fi.Size(), limit: limit}}
+	}
 	f := File{Mode: 0o644}
 	if fi.Mode()&0o111 != 0 {
 		f.Mode = 0o755

@@ -326,6 +326,32 @@ func (w *walkState) content(rel string) ([]byte, bool) {
 	return nil, false
 }
 
+// Size limits of the task files whose bytes hemra keeps and parses: a
+// larger one is refused at load, before it is read (docs/datasets.md).
+const (
+	MaxTaskTOML    = 1 << 20  // task.toml
+	MaxInstruction = 16 << 20 // instruction.md, and each step's
+	MaxDockerfile  = 1 << 20  // environment/Dockerfile
+)
+
+// keptLimit is the size limit of a kept file, by its base name.
+func keptLimit(name string) int64 {
+	switch name {
+	case "task.toml":
+		return MaxTaskTOML
+	case "instruction.md":
+		return MaxInstruction
+	}
+	return MaxDockerfile
+}
+
+// tooLargeError is a kept file over its limit.
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%d bytes, more than the %d MiB hemra reads for this file (docs/datasets.md, \"Limits\")", e.size, e.limit>>20)
+}
+
 // keepContent reports whether a file's bytes are kept on the Task.
 func keepContent(rel string) bool {
 	if rel == "task.toml" || rel == "instruction.md" || rel == "environment/Dockerfile" {
@@ -447,10 +473,16 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 	if windows {
 		testScript = "tests/test.bat"
 	}
+	unreadable := func(rel string) bool {
+		want := filepath.Join(display, filepath.FromSlash(rel))
+		return slices.ContainsFunc(w.diags, func(d *hcl.Diagnostic) bool { return d.Subject != nil && d.Subject.Filename == want })
+	}
 	require := func(rel string) bool {
 		f, ok := lookup(rel)
 		if !ok {
-			diags = append(diags, missingFile(display, name, rel))
+			if !unreadable(rel) { // already reported: too large, unreadable
+				diags = append(diags, missingFile(display, name, rel))
+			}
 			return false
 		}
 		if f.Link != "" {

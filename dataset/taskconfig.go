@@ -22,6 +22,17 @@ import (
 // known key of the wrong type is a diagnostic at its value. Unknown keys are
 // kept in Extra and never reported.
 func ParseTaskConfig(filename string, src []byte) (*TaskConfig, hcl.Diagnostics) {
+	if len(src) > MaxTaskTOML {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid task.toml",
+			Detail:   fmt.Sprintf("%s is %d bytes, more than the %d MiB hemra reads.", filename, len(src), MaxTaskTOML>>20),
+			Subject:  &hcl.Range{Filename: filename},
+		}}
+	}
+	if d := countEntries(filename, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
 	if bytes.HasPrefix(src, utf8BOM) {
 		// TOML has no byte order mark; editors on Windows write one. Blank
 		// it out on a copy so every position stays where it is in the file.
@@ -36,6 +47,72 @@ func ParseTaskConfig(filename string, src []byte) (*TaskConfig, hcl.Diagnostics)
 	// Report in the order a reader meets the problems in the file.
 	slices.SortStableFunc(d.diags, func(a, b *hcl.Diagnostic) int { return cmp.Compare(a.Subject.Start.Byte, b.Subject.Start.Byte) })
 	return cfg, d.diags
+}
+
+// MaxTaskTOMLEntries bounds the keys and tables of a task.toml. go-toml's
+// decoder checks each new key against those seen before it, so its time
+// grows with the square of their number (100,000 keys: 42 s); real task.toml
+// files have a few dozen. The count is made first, in one linear pass of
+// go-toml's own parser.
+const MaxTaskTOMLEntries = 2048
+
+// countEntries refuses a task.toml with more than MaxTaskTOMLEntries keys
+// and tables (those of inline tables included), at the first one too many.
+// A syntax error stops the count: the decoder reports it.
+func countEntries(filename string, src []byte) *hcl.Diagnostic {
+	var p unstable.Parser
+	p.Reset(src)
+	n := 0
+	var over *unstable.Node
+	var value func(v *unstable.Node)
+	value = func(v *unstable.Node) {
+		switch v.Kind {
+		case unstable.Array:
+			for it := v.Children(); it.Next() && over == nil; {
+				value(it.Node())
+			}
+		case unstable.InlineTable:
+			for it := v.Children(); it.Next() && over == nil; {
+				kv := it.Node()
+				if n++; n > MaxTaskTOMLEntries {
+					over = kv
+					return
+				}
+				value(kv.Value())
+			}
+		}
+	}
+	for over == nil && p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			if n++; n > MaxTaskTOMLEntries {
+				over = e
+			}
+		case unstable.KeyValue:
+			if n++; n > MaxTaskTOMLEntries {
+				over = e
+				break
+			}
+			value(e.Value())
+		}
+	}
+	if over == nil {
+		return nil
+	}
+	d := &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid task.toml",
+		Detail:   fmt.Sprintf("%s has more than %d keys and tables, the most hemra reads.", filename, MaxTaskTOMLEntries),
+		Subject:  &hcl.Range{Filename: filename},
+	}
+	if it := over.Key(); it.Next() {
+		sh := p.Shape(it.Node().Raw)
+		d.Subject = &hcl.Range{Filename: filename,
+			Start: hcl.Pos{Line: sh.Start.Line, Column: sh.Start.Column, Byte: sh.Start.Offset},
+			End:   hcl.Pos{Line: sh.End.Line, Column: sh.End.Column, Byte: sh.End.Offset}}
+	}
+	return d
 }
 
 // tomlSyntaxDiag turns a go-toml decode error into a diagnostic pointing at
