@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 
-	"github.com/hemra-dev/hemra/config"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/hemra-dev/hemra/config"
 	"github.com/zclconf/go-cty/cty"
 )
 

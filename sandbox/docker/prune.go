@@ -96,7 +96,7 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	if err != nil {
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
-	var doomed []string // image ids to remove, in the order of their rep.Removed items
+	var doomed []string          // image ids to remove, in the order of their rep.Removed items
 	inUse := map[string]string{} // image id -> a container created from it
 	if after, err := p.cli.ContainerList(ctx, container.ListOptions{All: true}); err == nil {
 		for _, c := range after {
