@@ -13,10 +13,10 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
-
 	"github.com/hashicorp/hcl/v2/hclwrite"
-	"github.com/hemra-dev/hemra/config"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/hemra-dev/hemra/config"
 )
 
 // LockFileName is the lock file beside the configuration, committed with
