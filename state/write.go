@@ -172,7 +172,7 @@ func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 		if !utf8.ValidString(a.Address) {
 			// The record is JSON, which would turn the bytes into U+FFFD:
 			// the address in the record would no longer be its keys'.
-			return fmt.Errorf("attempt %s: address %q is not valid UTF-8", a.ID, a.Address)
+			return nil, fmt.Errorf("attempt %s: address %q is not valid UTF-8", a.ID, a.Address)
 		}
 		if strings.Contains(a.RunID, keySep) {
 			return nil, fmt.Errorf("attempt %s: run id %q holds a NUL byte", a.ID, a.RunID)
