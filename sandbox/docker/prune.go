@@ -30,6 +30,10 @@ type PruneOptions struct {
 	Snapshot func(SnapshotImage) (remove bool, reason string)
 	// DryRun lists what would be removed without removing it.
 	DryRun bool
+	// Scope, when set, limits Prune to the labelled objects it accepts
+	// (by their labels); the others are neither removed nor listed. Tests
+	// scope a prune to what they made, on an engine others use.
+	Scope func(labels map[string]string) bool
 }
 
 // SnapshotImage is a labelled snapshot image, as Prune asks about it.
@@ -74,7 +78,11 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	if err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
+	inScope := func(l map[string]string) bool { return opts.Scope == nil || opts.Scope(l) }
 	for _, c := range ctrs {
+		if !inScope(c.Labels) {
+			continue
+		}
 		item := Pruned{Kind: "container", ID: short(c.ID), Attempt: c.Labels[LabelAttempt], Address: c.Labels[LabelAddress], Role: c.Labels[LabelRole]}
 		if alive, why := p.creatorAlive(c.Labels); alive {
 			item.Reason = why
@@ -104,6 +112,9 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 		}
 	}
 	for _, im := range imgs {
+		if !inScope(im.Labels) {
+			continue
+		}
 		item := Pruned{Kind: "image", ID: short(im.ID), Attempt: im.Labels[LabelAttempt], Address: im.Labels[LabelAddress], Role: RoleSnapshot}
 		if keep, why := foreign(im.Labels); keep {
 			item.Reason = why
@@ -175,6 +186,9 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	vols, err := p.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("dangling", "true"))})
 	if err == nil {
 		for _, v := range vols.Volumes {
+			if !inScope(v.Labels) {
+				continue
+			}
 			item := Pruned{Kind: "volume", ID: short(v.Name), Attempt: v.Labels[LabelAttempt], Address: v.Labels[LabelAddress], Role: v.Labels[LabelRole], Reason: "no container uses it"}
 			if !opts.DryRun {
 				if err := p.cli.VolumeRemove(ctx, v.Name, true); err != nil {
@@ -188,6 +202,9 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 	nets, err := p.cli.NetworkList(ctx, network.ListOptions{Filters: managed})
 	if err == nil {
 		for _, n := range nets {
+			if !inScope(n.Labels) {
+				continue
+			}
 			item := Pruned{Kind: "network", ID: short(n.ID), Attempt: n.Labels[LabelAttempt], Address: n.Labels[LabelAddress], Role: n.Labels[LabelRole]}
 			insp, err := p.cli.NetworkInspect(ctx, n.ID, network.InspectOptions{})
 			if err == nil && len(insp.Containers) > 0 {

@@ -93,7 +93,17 @@ func TestPruneRemovesOnlyWhatAKilledHemraLeft(t *testing.T) {
 	foreign := other(map[string]string{"com.example.owner": "someone", docker.LabelAttempt: "not-ours"})
 	mine := start(t, p, sandbox.Spec{Settings: hardened(img), Role: "agent"})
 
-	rep, err := p.Prune(ctx, docker.PruneOptions{})
+	// Scoped to the objects this test made (all but the unlabelled one):
+	// other tests share the engine.
+	ids := map[string]bool{leftover: true, foreign: true, docker.ContainerID(mine): true}
+	ctrs, _ := cli.ContainerList(ctx, container.ListOptions{All: true})
+	scope := map[string]bool{}
+	for _, c := range ctrs {
+		if ids[c.ID] {
+			scope[c.Labels[docker.LabelAttempt]] = true
+		}
+	}
+	rep, err := p.Prune(ctx, docker.PruneOptions{Scope: func(l map[string]string) bool { return scope[l[docker.LabelAttempt]] }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +170,10 @@ func TestPruneKeepsAnotherMachinesObjects(t *testing.T) {
 	legacy := labelledSnapshot(t, img, map[string]string{docker.LabelStore: gone, docker.LabelAttempt: "legacy"})
 	ours := labelledSnapshot(t, img, map[string]string{docker.LabelStore: gone, docker.LabelAttempt: "ours", docker.LabelHostID: docker.HostID()})
 	asked := map[string]bool{}
-	rep, err := p.Prune(ctx, docker.PruneOptions{Snapshot: func(im docker.SnapshotImage) (bool, string) {
+	mine := map[string]bool{"theirs": true, "legacy": true, "ours": true}
+	rep, err := p.Prune(ctx, docker.PruneOptions{Scope: func(l map[string]string) bool {
+		return mine[l[docker.LabelAttempt]] && l[docker.LabelStore] == gone
+	}, Snapshot: func(im docker.SnapshotImage) (bool, string) {
 		asked[im.Attempt] = true
 		if im.Store == gone {
 			return true, "its store no longer exists"
