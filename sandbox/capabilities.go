@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -19,6 +21,7 @@ const (
 // package does not import config.
 const (
 	kindDocker  = "docker"
+	kindK8s     = "kubernetes"
 	kindLocal   = "local"
 	kindModal   = "modal"
 	kindFly     = "fly"
@@ -31,6 +34,10 @@ const (
 //
 //   - docker offers network_block only with network "none" (or unset, the
 //     default) and resource_limit only with memory, cpus and pids all set.
+//   - kubernetes offers resource_limit with memory and cpus set, and
+//     network_block and linux_vm only where a Proof from the cluster
+//     grants them (see Proof): a pod always has a network namespace from
+//     the CNI, and a runtime class is a VM only if the operator says so.
 //   - local offers nothing: it is a process on the host, isolated by
 //     nothing but a cleared environment.
 //   - modal (gVisor) blocks the network unless network = "open" and limits
@@ -51,6 +58,13 @@ func CapabilitiesFor(s Settings) []Capability {
 		add(network == "" || network == "none", NetworkBlock)
 		add(s.Memory > 0 && s.CPUs > 0 && s.Pids > 0, ResourceLimit)
 		add(true, FilesystemMount)
+		add(true, CustomImage)
+		add(true, LinuxContainer)
+		add(true, StreamStdio)
+		add(true, StreamLogs)
+		add(true, GracefulCancel)
+	case kindK8s:
+		add(s.Memory > 0 && s.CPUs > 0, ResourceLimit)
 		add(true, CustomImage)
 		add(true, LinuxContainer)
 		add(true, StreamStdio)
@@ -95,7 +109,7 @@ func WithDefaults(s Settings, set map[string]bool) Settings {
 	if s.Kind == "" {
 		s.Kind = kindDocker
 	}
-	if s.Kind != kindDocker {
+	if s.Kind != kindDocker && s.Kind != kindK8s {
 		return s
 	}
 	if s.Network == "" {
@@ -107,7 +121,7 @@ func WithDefaults(s Settings, set map[string]bool) Settings {
 	if !set["cpus"] && s.CPUs == 0 {
 		s.CPUs = DefaultDockerCPUs
 	}
-	if !set["pids"] && s.Pids == 0 {
+	if !set["pids"] && s.Pids == 0 && s.Kind == kindDocker {
 		s.Pids = DefaultDockerPids
 	}
 	return s
@@ -135,6 +149,22 @@ func Loosenings(s Settings) []string {
 		if s.User != "" {
 			out = append(out, fmt.Sprintf("user = %q (instead of the operator's uid)", s.User))
 		}
+	case kindK8s:
+		if s.Network != "" && s.Network != "none" {
+			out = append(out, fmt.Sprintf("network = %q (the pod can reach the network)", s.Network))
+		}
+		if s.Memory <= 0 {
+			out = append(out, "memory = 0 (no memory limit)")
+		}
+		if s.CPUs <= 0 {
+			out = append(out, "cpus = 0 (no CPU limit)")
+		}
+		if s.User != "" {
+			out = append(out, fmt.Sprintf("user = %q (instead of the default non-root uid 65532)", s.User))
+		}
+		if k := s.Kubernetes; k != nil && k.ServiceAccount != "" {
+			out = append(out, fmt.Sprintf("service_account = %q (its token is mounted in the pod)", k.ServiceAccount))
+		}
 	case kindLocal:
 		out = append(out, "kind = \"local\" (a host process: no network, filesystem or resource isolation)")
 	case kindModal:
@@ -156,6 +186,35 @@ func Loosenings(s Settings) []string {
 		}
 	}
 	return out
+}
+
+// Proof is what a provider established about its backend by looking at
+// it, beyond what the settings alone grant (CapabilitiesFor): kubernetes
+// proves network_block with a probe pod under its deny-all policy, and
+// linux_vm by finding the runtime class the operator declared a VM.
+type Proof struct {
+	Proven []Capability `json:"proven,omitempty"`
+	// Refused says why a capability the settings could have had is not
+	// offered ("the cluster does not enforce NetworkPolicy: ...").
+	Refused map[Capability]string `json:"refused,omitempty"`
+}
+
+// Prover is a provider that proves capabilities by looking at its
+// backend (at plan and doctor time).
+type Prover interface {
+	Prove(ctx context.Context, s Settings) Proof
+}
+
+// WithProof is CapabilitiesFor(s) plus what proof grants, in
+// documentation order.
+func WithProof(s Settings, proof Proof) []Capability {
+	caps := CapabilitiesFor(s)
+	for _, c := range proof.Proven {
+		if !slices.Contains(caps, c) {
+			caps = append(caps, c)
+		}
+	}
+	return sortCaps(caps)
 }
 
 func kindOf(s Settings) string {

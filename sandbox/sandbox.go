@@ -57,6 +57,43 @@ type Settings struct {
 	// Build, when set, is a task image the provider builds (docker: from a
 	// Harbor task's environment/Dockerfile) instead of running Image.
 	Build *Build `json:"build,omitempty"`
+	// Kubernetes holds a kubernetes sandbox's cluster settings.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+}
+
+// Kubernetes are the settings of a kubernetes sandbox beyond the common
+// ones: which cluster and namespace, where task images are pushed, and
+// where and how its pods are scheduled.
+type Kubernetes struct {
+	// Kubeconfig is the kubeconfig file's absolute host path ("" = the
+	// client's default: $KUBECONFIG, then ~/.kube/config). Like a mount
+	// source it is a host path: never recorded, filled from the
+	// configuration at apply.
+	Kubeconfig string `json:"-"`
+	Context    string `json:"context,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	// Registry is where task images hemra builds are pushed and pulled
+	// from by the cluster ("registry.example.com/evals").
+	Registry string `json:"registry,omitempty"`
+	// RuntimeClass names the pods' RuntimeClass (gVisor, Kata);
+	// RuntimeClassVM says the operator declares it a virtual machine
+	// (Kata), so linux_vm is offered once the class is seen to exist.
+	RuntimeClass   string `json:"runtime_class,omitempty"`
+	RuntimeClassVM bool   `json:"runtime_class_vm,omitempty"`
+	ServiceAccount string `json:"service_account,omitempty"`
+	// ProbeImage is the image of the pods that probe whether the cluster
+	// enforces hemra's deny-all NetworkPolicy ("" = the sandbox's image).
+	ProbeImage   string            `json:"probe_image,omitempty"`
+	NodeSelector map[string]string `json:"node_selector,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
+}
+
+// Toleration is a pod toleration (Kubernetes' own fields).
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // Equal | Exists
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"` // NoSchedule | PreferNoSchedule | NoExecute
 }
 
 // Build is a task image to build from a context folder. Hash covers the
@@ -135,6 +172,9 @@ type Spec struct {
 	// supports no Upload, Download or Snapshot. Requires OneCommand.
 	// Providers other than docker refuse it.
 	Bare bool
+	// Deadline bounds the instance's whole life (kubernetes: the pod's
+	// activeDeadlineSeconds); 0 means the provider's default.
+	Deadline time.Duration
 }
 
 // Provider is one sandbox kind.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/archive"
 )
 
 // ImageResolver resolves an image reference to an immutable one (the
@@ -328,7 +329,7 @@ func contextTar(w io.Writer, dir string, dockerfile []byte) error {
 			}
 			return tw.WriteHeader(&tar.Header{Name: name, Linkname: target, Mode: 0o777, Typeflag: tar.TypeSymlink})
 		case info.Mode().IsRegular():
-			return writeFile(tw, p, name, info, owner{})
+			return archive.WriteFile(tw, p, name, info, archive.Owner{})
 		}
 		return nil
 	})

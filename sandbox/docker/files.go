@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+
+	"github.com/hemra-dev/hemra/sandbox/archive"
 )
 
 // owner is who files copied into a container belong to. A numeric user
@@ -45,6 +46,11 @@ func (o owner) header(h *tar.Header) *tar.Header {
 		h.Uid, h.Gid = o.uid, o.gid
 	}
 	return h
+}
+
+// archiveOwner is o as the archive package takes it.
+func (o owner) archiveOwner() archive.Owner {
+	return archive.Owner{UID: o.uid, GID: o.gid, Set: o.numeric}
 }
 
 func (o owner) copyOptions() container.CopyToContainerOptions {
@@ -137,7 +143,7 @@ func (in *instance) upload(ctx context.Context, hostPath, dst string) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := writeTree(tw, hostPath, st, prefix, ownerOf(in.user))
+		err := archive.WriteTree(tw, hostPath, st, prefix, ownerOf(in.user).archiveOwner())
 		if err == nil {
 			err = tw.Close()
 		}
@@ -149,63 +155,6 @@ func (in *instance) upload(ctx context.Context, hostPath, dst string) error {
 		return fmt.Errorf("upload %s to %s: %w", filepath.Base(hostPath), dst, err)
 	}
 	return nil
-}
-
-// writeTree writes hostPath under name prefix: the missing parent
-// folders of prefix, then the file or the folder's tree.
-func writeTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o owner) error {
-	if prefix != "" {
-		parts := strings.Split(prefix, "/")
-		last := len(parts)
-		if !st.IsDir() {
-			last-- // the last part is the file itself
-		}
-		for i := 1; i <= last; i++ {
-			if err := tw.WriteHeader(o.header(&tar.Header{Name: strings.Join(parts[:i], "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir})); err != nil {
-				return err
-			}
-		}
-	}
-	if !st.IsDir() {
-		return writeFile(tw, hostPath, prefix, st, o)
-	}
-	return filepath.WalkDir(hostPath, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(hostPath, p)
-		if rel == "." {
-			return nil
-		}
-		name := filepath.ToSlash(rel)
-		if prefix != "" {
-			name = prefix + "/" + name
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return tw.WriteHeader(o.header(&tar.Header{Name: name + "/", Mode: int64(info.Mode().Perm()), Typeflag: tar.TypeDir, ModTime: info.ModTime()}))
-		case info.Mode().IsRegular():
-			return writeFile(tw, p, name, info, o)
-		}
-		return nil // symlinks, devices, sockets: skipped
-	})
-}
-
-func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o owner) error {
-	f, err := os.Open(hostPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := tw.WriteHeader(o.header(&tar.Header{Name: name, Mode: int64(info.Mode().Perm()), Size: info.Size(), Typeflag: tar.TypeReg, ModTime: info.ModTime()})); err != nil {
-		return err
-	}
-	_, err = io.CopyN(tw, f, info.Size())
-	return err
 }
 
 // Download copies a file or folder of the container to hostPath. Only
@@ -235,7 +184,7 @@ func (in *instance) Download(ctx context.Context, src, hostPath string) error {
 	if stat.Mode&os.ModeSymlink != 0 {
 		return fmt.Errorf("download %s: is a symlink", src)
 	}
-	if err := extractTar(rc, hostPath, stat.Mode.IsDir()); err != nil {
+	if err := archive.Extract(rc, hostPath, stat.Mode.IsDir(), maxDownload); err != nil {
 		return fmt.Errorf("download %s: %w", src, err)
 	}
 	return nil
@@ -255,102 +204,15 @@ func downloadHost(src, hostPath string) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := writeTree(tw, src, st, filepath.Base(src), owner{})
+		err := archive.WriteTree(tw, src, st, filepath.Base(src), archive.Owner{})
 		if err == nil {
 			err = tw.Close()
 		}
 		pw.CloseWithError(err)
 	}()
-	err = extractTar(pr, hostPath, st.IsDir())
+	err = archive.Extract(pr, hostPath, st.IsDir(), maxDownload)
 	pr.CloseWithError(err)
 	return err
-}
-
-// extractTar writes a copy-API archive (whose first name component is the
-// copied file or folder) to hostPath.
-func extractTar(r io.Reader, hostPath string, isDir bool) error {
-	if isDir {
-		if err := os.MkdirAll(hostPath, 0o755); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(filepath.Dir(hostPath), 0o755); err != nil {
-		return err
-	}
-	root, err := filepath.EvalSymlinks(filepath.Dir(hostPath))
-	if err != nil {
-		return err
-	}
-	root = filepath.Join(root, filepath.Base(hostPath))
-	var total int64
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
-		_, rest, _ := strings.Cut(name, "/")
-		if !isDir {
-			rest = ""
-		}
-		if strings.HasPrefix(rest, "../") || rest == ".." {
-			continue
-		}
-		target := root
-		if rest != "" {
-			target = filepath.Join(root, filepath.FromSlash(rest))
-		}
-		if !within(root, target) {
-			continue
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if total += h.Size; total > maxDownload {
-				return fmt.Errorf("more than %d bytes", maxDownload)
-			}
-			// A folder on the way may not be a symlink planted earlier.
-			parent, err := filepath.EvalSymlinks(filepath.Dir(target))
-			if err != nil {
-				if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-					return err
-				}
-				parent, err = filepath.EvalSymlinks(filepath.Dir(target))
-				if err != nil {
-					return err
-				}
-			}
-			if !within(root, filepath.Join(parent, filepath.Base(target))) {
-				continue
-			}
-			mode := os.FileMode(0o644)
-			if h.Mode&0o111 != 0 {
-				mode = 0o755
-			}
-			_ = os.Remove(target)
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyN(f, tr, h.Size)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func within(root, p string) bool {
-	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }
 
 // readJSONStream reads the engine's build or pull progress stream: it

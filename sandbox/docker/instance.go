@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/archive"
 )
 
 // streamBuffer bounds how much of a command's stdout or stderr is held
@@ -620,7 +621,7 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 		pr, pw := io.Pipe()
 		go func() {
 			tw := tar.NewWriter(pw)
-			err := writeTree(tw, host, st, strings.TrimPrefix(target, "/"), ownerOf(in.user))
+			err := archive.WriteTree(tw, host, st, strings.TrimPrefix(target, "/"), ownerOf(in.user).archiveOwner())
 			if err == nil {
 				err = tw.Close()
 			}
