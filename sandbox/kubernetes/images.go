@@ -22,7 +22,7 @@ import (
 // local image and registry, the others wait for it.
 type imageCache struct {
 	mu     sync.Mutex
-	pushed map[string]string     // registry + local id → pushed digest reference
+	pushed map[string]string      // registry + local id → pushed digest reference
 	locks  map[string]*sync.Mutex // one push at a time per key
 }
 
