@@ -44,6 +44,13 @@ var kindRules = map[string]kindRule{
 		settings: allow("image", "network", "memory", "cpus", "pids", "read_only", "user", "mounts"),
 		networks: []string{NetworkNone, NetworkBridge, NetworkOpen},
 	},
+	KindKubernetes: {
+		// A pod spec has no process limit and a pod on a cluster cannot
+		// mount this host's folders: pids and mounts are refused.
+		settings: allow("image", "network", "memory", "cpus", "read_only", "user",
+			"kubeconfig", "context", "namespace", "registry", "runtime_class", "runtime_class_vm", "service_account", "node_selector", "tolerations", "probe_image"),
+		networks: []string{NetworkNone, NetworkBridge, NetworkOpen},
+	},
 	KindLocal: {
 		// A local process shares the host's network and resources; only an
 		// honest network = "open" is accepted.
@@ -68,7 +75,7 @@ var kindRules = map[string]kindRule{
 	},
 }
 
-var kinds = []string{KindDocker, KindLocal, KindModal, KindFly, KindSprites}
+var kinds = []string{KindDocker, KindKubernetes, KindLocal, KindModal, KindFly, KindSprites}
 
 // kindsAllowing lists the kinds that enforce a setting, for error details.
 func kindsAllowing(setting string) []string {
@@ -184,7 +191,147 @@ func (l *loader) decodeSandbox(n *node) cty.Value {
 	if v, ok := d.strList("mounts"); ok {
 		s.Mounts = l.mounts(d, v)
 	}
+	if s.Kind == KindKubernetes && kindKnown {
+		s.Kubernetes = l.kubernetes(d)
+	}
 	return blockValue(blockSandbox, rb.name, d.vals)
+}
+
+var (
+	dnsName     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+	k8sLabelKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	k8sLabelVal = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+)
+
+// envValue is the value of name in environ ("NAME=value" entries).
+func envValue(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// kubernetes reads a kubernetes sandbox's cluster attributes.
+func (l *loader) kubernetes(d *attrDecoder) *sandbox.Kubernetes {
+	k := &sandbox.Kubernetes{}
+	if v, ok := d.str("kubeconfig"); ok {
+		if strings.HasPrefix(v, "~/") {
+			if home := envValue(l.opts.Environ, "HOME"); home != "" {
+				v = filepath.Join(home, v[2:])
+			}
+		}
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(l.cfg.Dir, v)
+		}
+		if _, err := os.Stat(v); err != nil {
+			d.errorValue(d.attr("kubeconfig"), "Kubeconfig not found", fmt.Sprintf("%s does not exist.", v))
+		}
+		k.Kubeconfig = filepath.Clean(v)
+	}
+	if v, ok := d.str("context"); ok {
+		k.Context = v
+	}
+	name := func(attr, what string) string {
+		v, ok := d.str(attr)
+		if !ok {
+			return ""
+		}
+		if len(v) > 253 || !dnsName.MatchString(v) || (attr == "namespace" && (len(v) > 63 || strings.Contains(v, "."))) {
+			d.errorValue(d.attr(attr), "Invalid "+what, fmt.Sprintf("%q is not a Kubernetes %s (lowercase letters, digits and '-').", v, what))
+			return ""
+		}
+		return v
+	}
+	k.Namespace = name("namespace", "namespace name")
+	k.RuntimeClass = name("runtime_class", "RuntimeClass name")
+	k.ServiceAccount = name("service_account", "service account name")
+	if v, ok := d.str("registry"); ok {
+		if strings.Contains(v, "://") || strings.ContainsAny(v, " \t@") || v == "" {
+			d.errorValue(d.attr("registry"), "Invalid registry", fmt.Sprintf("%q is not a registry and repository prefix like \"registry.example.com/evals\" (no scheme).", v))
+		} else {
+			k.Registry = strings.TrimSuffix(v, "/")
+		}
+	}
+	if v, ok := d.str("probe_image"); ok {
+		k.ProbeImage = v
+	}
+	if v, ok := d.boolean("runtime_class_vm"); ok {
+		k.RuntimeClassVM = v
+		if v && k.RuntimeClass == "" {
+			d.errorValue(d.attr("runtime_class_vm"), "runtime_class_vm without runtime_class", "runtime_class_vm declares the sandbox's runtime_class a virtual machine (Kata): set runtime_class too.")
+		}
+	}
+	if v, a, ok := d.value("node_selector"); ok {
+		if !v.Type().IsMapType() && !v.Type().IsObjectType() {
+			d.typeError(a, `a map of label values, like { "pool" = "evals" }`, nil)
+		} else {
+			k.NodeSelector = map[string]string{}
+			for it := v.ElementIterator(); it.Next(); {
+				kv, ev := it.Element()
+				sv, err := convert.Convert(ev, cty.String)
+				if err != nil || sv.IsNull() {
+					d.typeError(a, "a map of strings", nil)
+					break
+				}
+				key, val := kv.AsString(), sv.AsString()
+				if !k8sLabelKey.MatchString(key) || len(val) > 63 || !k8sLabelVal.MatchString(val) {
+					d.errorValue(a, "Invalid node selector", fmt.Sprintf("%q = %q is not a Kubernetes label key and value.", key, val))
+					continue
+				}
+				k.NodeSelector[key] = val
+			}
+		}
+	}
+	if v, a, ok := d.value("tolerations"); ok {
+		if !v.Type().IsListType() && !v.Type().IsTupleType() {
+			d.typeError(a, `a list of objects like { key = "dedicated", operator = "Equal", value = "evals", effect = "NoSchedule" }`, nil)
+		} else {
+			i := 0
+			for it := v.ElementIterator(); it.Next(); i++ {
+				_, ev := it.Element()
+				if !ev.Type().IsObjectType() && !ev.Type().IsMapType() {
+					d.errorElem(a, i, "Invalid toleration", "A toleration is an object with key, operator, value and effect.")
+					continue
+				}
+				var t sandbox.Toleration
+				bad := false
+				for it2 := ev.ElementIterator(); it2.Next(); {
+					fk, fv := it2.Element()
+					sv, err := convert.Convert(fv, cty.String)
+					if err != nil || sv.IsNull() {
+						bad = true
+						continue
+					}
+					switch fk.AsString() {
+					case "key":
+						t.Key = sv.AsString()
+					case "operator":
+						t.Operator = sv.AsString()
+					case "value":
+						t.Value = sv.AsString()
+					case "effect":
+						t.Effect = sv.AsString()
+					default:
+						bad = true
+					}
+				}
+				if t.Operator != "" && t.Operator != "Equal" && t.Operator != "Exists" {
+					bad = true
+				}
+				if t.Effect != "" && t.Effect != "NoSchedule" && t.Effect != "PreferNoSchedule" && t.Effect != "NoExecute" {
+					bad = true
+				}
+				if bad {
+					d.errorElem(a, i, "Invalid toleration", "A toleration has string fields key, operator (Equal or Exists), value and effect (NoSchedule, PreferNoSchedule or NoExecute).")
+					continue
+				}
+				k.Tolerations = append(k.Tolerations, t)
+			}
+		}
+	}
+	return k
 }
 
 // size reads a memory size given as a string ("4g") or a number of bytes.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/rubric"
+	"github.com/hemra-dev/hemra/sandbox"
 )
 
 // Config is one eval directory, decoded and evaluated. Every block keeps
@@ -64,8 +65,9 @@ type Variable struct {
 
 // Sandbox kinds.
 const (
-	KindDocker  = "docker"
-	KindLocal   = "local"
+	KindDocker     = "docker"
+	KindKubernetes = "kubernetes"
+	KindLocal      = "local"
 	KindModal   = "modal"
 	KindFly     = "fly"
 	KindSprites = "sprites"
@@ -97,6 +99,12 @@ type Sandbox struct {
 	User      string // "" = the operator's uid
 	App       string // fly only
 	Mounts    []Mount
+	// Kubernetes holds a kubernetes sandbox's cluster attributes
+	// (kubeconfig, context, namespace, registry, runtime_class,
+	// runtime_class_vm, service_account, node_selector, tolerations,
+	// probe_image); nil for other kinds. Its Kubeconfig is an absolute
+	// host path, never fingerprinted.
+	Kubernetes *sandbox.Kubernetes
 
 	DeclRange hcl.Range
 	// Attrs maps each attribute name present in the block to its range.

@@ -66,6 +66,7 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		OneCommand: true,
 		// A Harbor task's verifier starts from a snapshot (see below).
 		WillSnapshot: j.task.Kind != "jsonl",
+		Deadline:     j.agentDeadline(),
 	}
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {

@@ -42,6 +42,18 @@ func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task)
 			s.Kind = config.KindDocker
 		}
 	}
+	if sb != nil && sb.Kubernetes != nil {
+		// The kubeconfig is a host path: from the configuration, never
+		// the manifest.
+		k := sandbox.Kubernetes{}
+		if s.Kubernetes != nil {
+			k = *s.Kubernetes
+		} else {
+			k = *sb.Kubernetes
+		}
+		k.Kubeconfig = sb.Kubernetes.Kubeconfig
+		s.Kubernetes = &k
+	}
 	if sb != nil {
 		s.Mounts = s.Mounts[:0:0]
 		for _, m := range sb.Mounts {

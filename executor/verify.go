@@ -100,6 +100,7 @@ func (a *attemptRun) verifyHarbor(ctx context.Context) error {
 		Snapshot:  a.snapshot,
 		// test.sh is its one command.
 		OneCommand: true,
+		Deadline:   j.verifierTimeout(),
 	})
 	if err != nil {
 		return infraErr("starting the verifier's sandbox: %v", err)

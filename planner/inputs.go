@@ -59,6 +59,10 @@ func sandboxOf(h *config.Harness) (sandbox.Settings, *config.Sandbox) {
 		ReadOnly: sb.ReadOnly,
 		User:     sb.User,
 	}
+	if sb.Kubernetes != nil {
+		k := *sb.Kubernetes
+		s.Kubernetes = &k
+	}
 	for _, m := range sb.Mounts {
 		s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
 	}
@@ -70,7 +74,7 @@ func sandboxOf(h *config.Harness) (sandbox.Settings, *config.Sandbox) {
 // rather than its sandbox's: built-ins and drivers always do on docker, a
 // program harness does when its sandbox names no image.
 func usesTaskImage(h *config.Harness, s sandbox.Settings, sb *config.Sandbox) bool {
-	if h.Via != "" || s.Kind != config.KindDocker {
+	if h.Via != "" || (s.Kind != config.KindDocker && s.Kind != config.KindKubernetes) {
 		return false
 	}
 	return h.Builtin != "" || h.Driver != "" || sb == nil || sb.Image == ""
@@ -85,7 +89,7 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	settings, sb := sandboxOf(h)
 	hi := &harnessInfo{
 		settings:      settings,
-		offered:       sandbox.CapabilitiesFor(settings),
+		offered:       p.offered(settings),
 		usesTaskImage: usesTaskImage(h, settings, sb),
 		oracle:        h.Builtin == "oracle",
 		images:        map[string]string{},
@@ -155,6 +159,17 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 		l.literal("sandbox.cpus", settings.CPUs)
 		l.literal("sandbox.pids", settings.Pids)
 		l.literal("sandbox.read_only", settings.ReadOnly)
+	}
+	if k := settings.Kubernetes; k != nil {
+		// What changes the pod the harness runs in: its runtime (a VM or
+		// gVisor) and the service account whose token it holds. Where
+		// (cluster, namespace, registry, nodes) is not fingerprinted.
+		if k.RuntimeClass != "" {
+			l.literal("sandbox.runtime_class", k.RuntimeClass)
+		}
+		if k.ServiceAccount != "" {
+			l.literal("sandbox.service_account", k.ServiceAccount)
+		}
 	}
 	if settings.User != "" {
 		l.literal("sandbox.user", settings.User)
@@ -574,8 +589,12 @@ func (p *planner) checkCapabilities(evals []*config.Eval) {
 		}
 		for _, h := range sortedHarnesses(e) {
 			settings, sb := sandboxOf(h)
+			if settings.Kind == config.KindKubernetes {
+				// The probe runs the image the harness runs.
+				settings = p.harness(h).settings
+			}
 			offered := map[string]bool{}
-			for _, c := range sandbox.CapabilitiesFor(settings) {
+			for _, c := range p.offered(settings) {
 				offered[string(c)] = true
 			}
 			for _, c := range required {
@@ -583,6 +602,9 @@ func (p *planner) checkCapabilities(evals []*config.Eval) {
 					continue
 				}
 				subject, why := faultOf(sandbox.Capability(c), h, settings, sb)
+				if reason := p.proof(settings).Refused[sandbox.Capability(c)]; reason != "" {
+					why = reason
+				}
 				where := "the default docker sandbox"
 				if sb != nil {
 					where = "sandbox." + sb.Name
@@ -593,6 +615,34 @@ func (p *planner) checkCapabilities(evals []*config.Eval) {
 			}
 		}
 	}
+}
+
+// offered is what a sandbox enforces with these settings: the settings'
+// own capabilities plus what a provider proved by looking (Options.Prove).
+func (p *planner) offered(s sandbox.Settings) []sandbox.Capability {
+	return sandbox.WithProof(s, p.proof(s))
+}
+
+// proof asks Options.Prove once per distinct settings.
+func (p *planner) proof(s sandbox.Settings) sandbox.Proof {
+	if p.opts.Prove == nil || s.Kind != config.KindKubernetes {
+		return sandbox.Proof{}
+	}
+	key, _ := jsonMarshal(s)
+	if s.Kubernetes != nil {
+		key = append(key, s.Kubernetes.Kubeconfig...)
+	}
+	p.proofMu.Lock()
+	defer p.proofMu.Unlock()
+	if pr, ok := p.proofs[string(key)]; ok {
+		return pr
+	}
+	if p.proofs == nil {
+		p.proofs = map[string]sandbox.Proof{}
+	}
+	pr := p.opts.Prove(s)
+	p.proofs[string(key)] = pr
+	return pr
 }
 
 // faultOf names the setting that keeps a sandbox from offering c, and the
@@ -606,6 +656,14 @@ func faultOf(c sandbox.Capability, h *config.Harness, s sandbox.Settings, sb *co
 	switch {
 	case kind == config.KindLocal:
 		return at("kind"), "a local sandbox is a host process and enforces no isolation"
+	case c == sandbox.NetworkBlock && kind == config.KindKubernetes && s.Network != "" && s.Network != config.NetworkNone:
+		return at("network"), "network_block needs network = \"none\""
+	case c == sandbox.NetworkBlock && kind == config.KindKubernetes:
+		return at("kind"), "hemra has not proven that this cluster enforces its deny-all NetworkPolicy"
+	case c == sandbox.LinuxVM && kind == config.KindKubernetes:
+		return at("runtime_class"), "linux_vm needs a runtime_class the operator declares a VM (runtime_class_vm = true) and that exists on the cluster"
+	case c == sandbox.ResourceLimit && kind == config.KindKubernetes:
+		return at("memory"), "resource_limit needs memory and cpus both set"
 	case c == sandbox.NetworkBlock && (kind == config.KindDocker || kind == config.KindModal || kind == config.KindSprites):
 		if kind == config.KindSprites && len(s.Egress) > 0 {
 			return at("egress"), "egress opens the network to the listed domains; remove it to block the network"

@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 
+	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -41,6 +42,11 @@ type Options struct {
 	// state shows as still running is then running in it, not
 	// interrupted. Never fingerprinted.
 	RunningApply *state.LockInfo
+	// Prove, when set, asks a sandbox's provider what it proves about its
+	// backend for these settings (kubernetes: network_block after a probe
+	// of the cluster, linux_vm for a declared VM runtime class). It is
+	// called once per distinct settings. Nil proves nothing.
+	Prove func(s sandbox.Settings) sandbox.Proof
 }
 
 // FormatVersion is the version of the plan's JSON form (and so of the

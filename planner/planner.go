@@ -60,6 +60,9 @@ type planner struct {
 	diags hcl.Diagnostics
 	notes []string
 
+	proofMu sync.Mutex
+	proofs  map[string]sandbox.Proof
+
 	harnesses map[*config.Harness]*harnessInfo
 	tasks     map[taskKey]*taskInfo
 	bases     map[*dataset.Task]*taskBase
@@ -928,6 +931,8 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 			Loosenings: sandbox.Loosenings(settings),
 			Required:   required,
 			Offered:    offered,
+			// Recorded only where the verifier reads the agent's snapshot.
+			VerifierSnapshot: sandbox.SnapshotMethod(settings.Kind),
 		},
 		EnvNames:        sortedKeys(env),
 		ReusedAgentFrom: reusedFrom,

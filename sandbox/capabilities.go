@@ -188,6 +188,16 @@ func Loosenings(s Settings) []string {
 	return out
 }
 
+// SnapshotMethod says how a kind's verifier sees the agent's filesystem
+// when that is not a commit of the agent's container (docker) or its own
+// folders (local); "" for those.
+func SnapshotMethod(kind string) string {
+	if kind == kindK8s {
+		return "copy: the agent pod's working directory, /logs/agent and /logs/artifacts are copied out and unpacked into the verifier's pod of the same image; other changes to the agent's root filesystem are not carried over"
+	}
+	return ""
+}
+
 // Proof is what a provider established about its backend by looking at
 // it, beyond what the settings alone grant (CapabilitiesFor): kubernetes
 // proves network_block with a probe pod under its deny-all policy, and

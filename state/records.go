@@ -132,6 +132,10 @@ type SandboxRecord struct {
 	Loosenings []string        `json:"loosenings,omitempty"`
 	Required   []string        `json:"required,omitempty"`
 	Offered    []string        `json:"offered,omitempty"`
+	// VerifierSnapshot says how the verifier sees the agent's filesystem
+	// where the kind does it another way than an image commit (kubernetes:
+	// a copy of the agent's folders).
+	VerifierSnapshot string `json:"verifier_snapshot,omitempty"`
 }
 
 // Outcome is how an attempt ended.

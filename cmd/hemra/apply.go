@@ -23,6 +23,7 @@ import (
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/sandbox/kubernetes"
 	"github.com/hemra-dev/hemra/sandbox/local"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -312,6 +313,9 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 	if kinds[config.KindLocal] {
 		out[config.KindLocal] = local.New()
 	}
+	if kinds[config.KindKubernetes] {
+		out[config.KindKubernetes] = newKubernetes(g, g.StorePath())
+	}
 	if kinds[config.KindDocker] {
 		p, err := docker.New(docker.Options{Environ: g.Environ})
 		if err != nil {
@@ -322,6 +326,15 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 	// A provider that cannot run here fails every attempt alike: say so once,
 	// before anything is recorded.
 	for kind, p := range out {
+		if kp, ok := p.(*kubernetes.Provider); ok {
+			// Each kubernetes sandbox names its own cluster and namespace.
+			for _, s := range kubernetesSandboxes(cfg) {
+				if ok, detail := kp.AvailableFor(context.Background(), s); !ok {
+					return nil, fmt.Errorf("the kubernetes sandbox is not available here: %s\nhemra doctor lists the sandboxes this machine can run", detail)
+				}
+			}
+			continue
+		}
 		if ok, detail := p.Available(context.Background()); !ok {
 			return nil, fmt.Errorf("the %s sandbox is not available here: %s\nhemra doctor lists the sandboxes this machine can run", kind, detail)
 		}

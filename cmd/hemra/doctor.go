@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -23,6 +25,7 @@ import (
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/sandbox/kubernetes"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -57,15 +60,16 @@ Examples:
 }
 
 // doctorKinds is every sandbox kind, in documentation order.
-var doctorKinds = []string{config.KindDocker, config.KindLocal, config.KindModal, config.KindFly, config.KindSprites}
+var doctorKinds = []string{config.KindDocker, config.KindKubernetes, config.KindLocal, config.KindModal, config.KindFly, config.KindSprites}
 
 // isolationOf is the one-line statement of each kind's isolation.
 var isolationOf = map[string]string{
-	config.KindDocker:  "a container sharing the host kernel: no network, no capabilities, your uid, bounded memory, CPU and processes by default",
-	config.KindLocal:   "a process on this host: cleared environment only; no network, filesystem or resource isolation",
-	config.KindModal:   "a gVisor sandbox on Modal's machines, reached through a bridge program",
-	config.KindFly:     "a Firecracker VM on Fly.io that always has outbound network, reached through a bridge program",
-	config.KindSprites: "a Firecracker VM on Fly's base image, network closed or open to egress domains, reached through a bridge program",
+	config.KindDocker:     "a container sharing the host kernel: no network, no capabilities, your uid, bounded memory, CPU and processes by default",
+	config.KindKubernetes: "a hardened pod on a cluster: non-root, no capabilities, no service-account token, bounded memory and CPU; network blocked only where a probe proves the cluster enforces NetworkPolicy",
+	config.KindLocal:      "a process on this host: cleared environment only; no network, filesystem or resource isolation",
+	config.KindModal:      "a gVisor sandbox on Modal's machines, reached through a bridge program",
+	config.KindFly:        "a Firecracker VM on Fly.io that always has outbound network, reached through a bridge program",
+	config.KindSprites:    "a Firecracker VM on Fly's base image, network closed or open to egress domains, reached through a bridge program",
 }
 
 type doctorKind struct {
@@ -82,6 +86,10 @@ type doctorSandbox struct {
 	Capabilities []string `json:"capabilities"`
 	Missing      []string `json:"missing"`
 	Loosenings   []string `json:"loosenings"`
+	// Unproven says why a capability the settings could have is not
+	// offered (kubernetes: what the network probe found).
+	Unproven map[string]string `json:"unproven,omitempty"`
+	Detail   string            `json:"detail,omitempty"`
 }
 
 type doctorReport struct {
@@ -90,6 +98,9 @@ type doctorReport struct {
 	Sandboxes   []doctorSandbox     `json:"sandboxes"`
 	ConfigError string              `json:"config_error,omitempty"`
 	Prune       *docker.PruneReport `json:"prune,omitempty"`
+	// KubernetesPrune lists the pods of this host and store removed from
+	// the namespaces of the configured kubernetes sandboxes.
+	KubernetesPrune *kubernetes.PruneReport `json:"kubernetes_prune,omitempty"`
 }
 
 // doctorStore is what doctor says of the store: its size part by part,
@@ -142,6 +153,11 @@ func (c *DoctorCmd) Run(g *Globals) error {
 			if k.Available {
 				dockerProvider = p
 			}
+		case config.KindKubernetes:
+			k.Available, k.Detail = newKubernetes(g, "").Available(ctx)
+			if !k.Available {
+				k.Detail += " (a kubernetes sandbox may name its own kubeconfig: see below)"
+			}
 		case config.KindLocal:
 			k.Available, k.Detail = true, "always (a process on this host)"
 		default:
@@ -151,10 +167,18 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		rep.Kinds = append(rep.Kinds, k)
 	}
 
-	rep.Sandboxes, rep.ConfigError = configuredSandboxes(g, avail)
+	k8s := newKubernetes(g, "")
+	var k8sSandboxes []sandbox.Settings
+	rep.Sandboxes, k8sSandboxes, rep.ConfigError = configuredSandboxes(ctx, g, avail, k8s)
 
 	var pruneErr error
-	if c.Prune {
+	if c.Prune && len(k8sSandboxes) > 0 {
+		rep.KubernetesPrune, pruneErr = k8s.Prune(ctx, k8sSandboxes, g.StorePath(), false)
+		if pruneErr != nil {
+			pruneErr = fmt.Errorf("pruning kubernetes pods: %w", pruneErr)
+		}
+	}
+	if c.Prune && pruneErr == nil {
 		if dockerProvider == nil {
 			pruneErr = errors.New("cannot prune: no Docker Engine answers")
 		} else {
@@ -178,6 +202,13 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	}
 	if rep.Prune != nil {
 		for _, r := range rep.Prune.Removed {
+			if r.Error != "" {
+				return exitError(1)
+			}
+		}
+	}
+	if rep.KubernetesPrune != nil {
+		for _, r := range rep.KubernetesPrune.Removed {
 			if r.Error != "" {
 				return exitError(1)
 			}
@@ -229,10 +260,10 @@ func isExecutable(p string) bool {
 
 // configuredSandboxes reads the eval directory's sandboxes (without tasks)
 // and says what each enforces as configured, with the kind's defaults.
-func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, string) {
+func configuredSandboxes(ctx context.Context, g *Globals, avail map[string]bool, k8s *kubernetes.Provider) ([]doctorSandbox, []sandbox.Settings, string) {
 	matches, _ := filepath.Glob(filepath.Join(g.Dir, "*.hcl"))
 	if len(matches) == 0 {
-		return nil, ""
+		return nil, nil, ""
 	}
 	cfg, diags := config.Load(g.Dir, config.LoadOptions{Environ: g.Environ, SkipTasks: true})
 	if diags.HasErrors() || cfg == nil {
@@ -243,8 +274,9 @@ func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, st
 				break
 			}
 		}
-		return nil, fmt.Sprintf("the configuration has errors (%s); run hemra validate to see them", first)
+		return nil, nil, fmt.Sprintf("the configuration has errors (%s); run hemra validate to see them", first)
 	}
+	var k8sSettings []sandbox.Settings
 	var out []doctorSandbox
 	names := make([]string, 0, len(cfg.Sandboxes))
 	for n := range cfg.Sandboxes {
@@ -253,8 +285,24 @@ func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, st
 	sort.Strings(names)
 	describe := func(name string, s sandbox.Settings) doctorSandbox {
 		d := doctorSandbox{Name: name, Kind: s.Kind, Available: avail[s.Kind], Capabilities: []string{}, Missing: []string{}, Loosenings: sandbox.Loosenings(s)}
+		caps := sandbox.CapabilitiesFor(s)
+		if s.Kind == config.KindKubernetes {
+			// What this sandbox's own cluster and namespace offer.
+			k8sSettings = append(k8sSettings, s)
+			d.Available, d.Detail = k8s.AvailableFor(ctx, s)
+			if d.Available {
+				proof := k8s.Prove(ctx, s)
+				caps = sandbox.WithProof(s, proof)
+				for c, why := range proof.Refused {
+					if d.Unproven == nil {
+						d.Unproven = map[string]string{}
+					}
+					d.Unproven[string(c)] = why
+				}
+			}
+		}
 		have := map[sandbox.Capability]bool{}
-		for _, c := range sandbox.CapabilitiesFor(s) {
+		for _, c := range caps {
 			have[c] = true
 			d.Capabilities = append(d.Capabilities, string(c))
 		}
@@ -277,7 +325,7 @@ func configuredSandboxes(g *Globals, avail map[string]bool) ([]doctorSandbox, st
 			break
 		}
 	}
-	return out, ""
+	return out, k8sSettings, ""
 }
 
 // settingsOf is a sandbox block's settings with its kind's defaults, as
@@ -289,6 +337,10 @@ func settingsOf(sb *config.Sandbox) sandbox.Settings {
 	}
 	for _, m := range sb.Mounts {
 		s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
+	}
+	if sb.Kubernetes != nil {
+		k := *sb.Kubernetes
+		s.Kubernetes = &k
 	}
 	return sandbox.WithDefaults(s, map[string]bool{"memory": sb.MemorySet, "cpus": sb.CPUsSet, "pids": sb.PidsSet})
 }
@@ -431,14 +483,45 @@ func printDoctor(w io.Writer, rep *doctorReport, pruned bool) {
 				note = " (not available here)"
 			}
 			fmt.Fprintf(w, "  %s (%s)%s\n", s.Name, s.Kind, note)
+			if s.Detail != "" {
+				fmt.Fprintf(w, "    cluster:    %s\n", s.Detail)
+			}
 			fmt.Fprintf(w, "    enforces:   %s\n", orNone(s.Capabilities))
 			fmt.Fprintf(w, "    not:        %s\n", orNone(s.Missing))
+			for _, c := range slices.Sorted(maps.Keys(s.Unproven)) {
+				fmt.Fprintf(w, "    no %s: %s\n", c, s.Unproven[c])
+			}
 			if len(s.Loosenings) > 0 {
 				fmt.Fprintf(w, "    loosenings: %s\n", strings.Join(s.Loosenings, "; "))
 			}
 		}
 	}
 
+	if pruned && rep.KubernetesPrune != nil {
+		fmt.Fprintln(w)
+		if len(rep.KubernetesPrune.Removed) == 0 {
+			fmt.Fprintln(w, "No pod of this host and store was left behind in the kubernetes sandboxes' namespaces.")
+		} else {
+			fmt.Fprintf(w, "Removed %d pod(s) hemra left behind:\n", len(rep.KubernetesPrune.Removed))
+		}
+		for _, r := range rep.KubernetesPrune.Removed {
+			line := fmt.Sprintf("  pod %s/%s", r.Namespace, r.Name)
+			if r.Address != "" {
+				line += " " + r.Address
+			}
+			if r.Role != "" {
+				line += " (" + r.Role + ")"
+			}
+			line += ": " + r.Reason
+			if r.Error != "" {
+				line += "; NOT removed: " + r.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		if n := len(rep.KubernetesPrune.Kept); n > 0 {
+			fmt.Fprintf(w, "Kept %d pod(s) of a hemra still running.\n", n)
+		}
+	}
 	if !pruned || rep.Prune == nil {
 		return
 	}

@@ -270,6 +270,9 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 		// A kept snapshot removed outside hemra turns a re-verify into a
 		// re-run.
 		SnapshotExists: snapshotChecker(g),
+		// A kubernetes sandbox offers network_block only where a probe of
+		// its cluster proves it.
+		Prove: kubernetesProver(g),
 	})
 	diags = append(diags, pdiags...)
 	printDiags(g, cfg.Files, diags)

@@ -45,9 +45,9 @@ func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 		pw.CloseWithError(err)
 	}()
 	// -o: the files belong to the pod's user, whoever that is.
-	script := `mkdir -p "$1" && cd "$1" && tar -xof -`
+	script := `mkdir -p "$1" && cd "$1" && ` + untar
 	if !st.IsDir() {
-		script = `mkdir -p "$1" && cd "$1" && rm -rf "$2" && tar -xof -`
+		script = `mkdir -p "$1" && cd "$1" && rm -rf "$2" && ` + untar
 	}
 	code, stderr, err := in.run(ctx, []string{"sh", "-c", script, "hemra-upload", base, prefix}, pr, io.Discard)
 	pr.CloseWithError(io.ErrClosedPipe)
@@ -59,6 +59,11 @@ func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 	}
 	return nil
 }
+
+// untar extracts a tar from stdin as the pod's user: -o, the files belong
+// to whoever extracts them; GNU tar leaves the owner, mode and time of
+// folders that exist alone (the emptyDir mount points belong to root).
+const untar = `if tar --version 2>/dev/null | grep -q GNU; then tar -xof - --no-overwrite-dir; else tar -xof -; fi`
 
 // downloadScript prints what src is (d: folder, f: regular file, l: a
 // symlink, n: missing or something else) on the first line, then, for a
@@ -127,10 +132,6 @@ const (
 	snapshotTarFile  = "folders.tar"
 )
 
-// SnapshotMethod says in words how a verifier sees the agent's
-// filesystem, for the manifest.
-const SnapshotMethod = "copy: the agent pod's working directory, /logs/agent and /logs/artifacts are copied to the attempt's workspace and unpacked into the verifier pod, which starts from the same image; other changes to the agent's root filesystem are not carried over"
-
 func readSnapshot(ref string) (*snapshotMeta, error) {
 	if !filepath.IsAbs(ref) {
 		return nil, fmt.Errorf("snapshot %q is not a kubernetes snapshot folder", ref)
@@ -174,8 +175,21 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
 	lim := &limitedWriter{w: f, left: maxDownload}
+	// The folders themselves are mount points in the verifier's pod
+	// (root's): their own entries are left out, their contents kept.
+	pr, pw := io.Pipe()
+	filtered := make(chan error, 1)
+	go func() {
+		err := dropEntries(pr, lim, rel)
+		pr.CloseWithError(io.ErrClosedPipe)
+		filtered <- err
+	}()
 	args := append([]string{"sh", "-c", `cd / && exec tar -cf - "$@"`, "hemra-snapshot"}, rel...)
-	code, stderr, err := in.run(ctx, args, nil, lim)
+	code, stderr, err := in.run(ctx, args, nil, pw)
+	pw.Close()
+	if ferr := <-filtered; err == nil {
+		err = ferr
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -202,11 +216,40 @@ func (in *instance) restore(ctx context.Context, m *snapshotMeta) error {
 		return err
 	}
 	defer f.Close()
-	code, stderr, err := in.run(ctx, []string{"sh", "-c", `cd / && tar -xof -`}, f, io.Discard)
+	code, stderr, err := in.run(ctx, []string{"sh", "-c", `cd / && ` + untar}, f, io.Discard)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("tar exited %d: %s", code, strings.TrimSpace(stderr))
 	}
 	return err
+}
+
+// dropEntries copies a tar stream, leaving out the entries named exactly
+// one of names (folders, "app" or "app/").
+func dropEntries(r io.Reader, w io.Writer, names []string) error {
+	skip := map[string]bool{}
+	for _, n := range names {
+		skip[strings.Trim(n, "/")] = true
+	}
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			return err
+		}
+		if skip[strings.Trim(path.Clean(h.Name), "/")] {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
 }
 
 // limitedWriter writes at most left bytes, then reports over.

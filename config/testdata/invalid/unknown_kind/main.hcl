@@ -1,4 +1,4 @@
-sandbox "k8s" {
-  kind  = "kubernetes"
+sandbox "nomad" {
+  kind  = "nomad"
   image = "python:3.12-slim"
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/sandbox/kubernetes"
+)
+
+// newKubernetes makes the kubernetes provider of this run: the Docker
+// Engine (when one is configured) builds the task images it pushes, and
+// store names the store whose leftover pods its first start removes.
+func newKubernetes(g *Globals, store string) *kubernetes.Provider {
+	if store != "" {
+		if abs, err := filepath.Abs(store); err == nil {
+			store = abs
+		}
+	}
+	opts := kubernetes.Options{Environ: g.Environ, Store: store}
+	if dp, err := docker.New(docker.Options{Environ: g.Environ}); err == nil {
+		opts.Docker = dp
+	}
+	return kubernetes.New(opts)
+}
+
+// kubernetesProver is planner.Options.Prove: it asks the cluster of a
+// kubernetes sandbox what it proves (network_block after a probe,
+// linux_vm for a declared VM runtime class), once per distinct settings.
+func kubernetesProver(g *Globals) func(sandbox.Settings) sandbox.Proof {
+	var (
+		once sync.Once
+		p    *kubernetes.Provider
+	)
+	return func(s sandbox.Settings) sandbox.Proof {
+		once.Do(func() { p = newKubernetes(g, "") })
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		return p.Prove(ctx, s)
+	}
+}
+
+// kubernetesSandboxes are the settings of the configuration's kubernetes
+// sandboxes (with their kubeconfig), in name order.
+func kubernetesSandboxes(cfg *config.Config) []sandbox.Settings {
+	if cfg == nil {
+		return nil
+	}
+	var out []sandbox.Settings
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sandboxes)) {
+		sb := cfg.Sandboxes[name]
+		if sb.Kind != config.KindKubernetes {
+			continue
+		}
+		s := sandbox.Settings{Kind: sb.Kind, Image: sb.Image, Network: sb.Network}
+		if sb.Kubernetes != nil {
+			k := *sb.Kubernetes
+			s.Kubernetes = &k
+		}
+		out = append(out, s)
+	}
+	return out
+}
