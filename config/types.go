@@ -68,9 +68,9 @@ const (
 	KindDocker     = "docker"
 	KindKubernetes = "kubernetes"
 	KindLocal      = "local"
-	KindModal   = "modal"
-	KindFly     = "fly"
-	KindSprites = "sprites"
+	KindModal      = "modal"
+	KindFly        = "fly"
+	KindSprites    = "sprites"
 )
 
 // Network modes of a sandbox or verifier.

@@ -256,4 +256,3 @@ func TestLeftoversOfAKilledHemra(t *testing.T) {
 		t.Errorf("prune of a live apply's store: removed %+v kept %+v", rep.Removed, rep.Kept)
 	}
 }
-
