@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"io"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -18,6 +21,12 @@ import (
 // Engine (when one is configured) builds the task images it pushes, and
 // store names the store whose leftover pods its first start removes.
 func newKubernetes(g *Globals, store string) *kubernetes.Provider {
+	quietKlog.Do(func() {
+		// client-go logs through klog to stderr; hemra reports errors
+		// itself.
+		klog.SetOutput(io.Discard)
+		klog.LogToStderr(false)
+	})
 	if store != "" {
 		if abs, err := filepath.Abs(store); err == nil {
 			store = abs
@@ -29,6 +38,8 @@ func newKubernetes(g *Globals, store string) *kubernetes.Provider {
 	}
 	return kubernetes.New(opts)
 }
+
+var quietKlog sync.Once
 
 // kubernetesProver is planner.Options.Prove: it asks the cluster of a
 // kubernetes sandbox what it proves (network_block after a probe,

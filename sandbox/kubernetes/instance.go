@@ -172,7 +172,9 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 			pr.code, pr.err = -1, fmt.Errorf("exec %s in %s: %w", req.Command[0], podRef(in.ns, in.name), err)
 		}
 		pidW.Close()
-		stdinR.CloseWithError(io.ErrClosedPipe)
+		// The command has ended: what is still written to its stdin is
+		// refused, and the stream's reader sees the end.
+		stdinW.Close()
 		pr.stderr.closeWithError(io.EOF)
 		<-pr.copied
 		close(pr.done)

@@ -154,6 +154,9 @@ func (p *Provider) clusterFor(s sandbox.Settings) (*cluster, error) {
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.Context})
 	rc, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no kubeconfig: set KUBECONFIG, or kubeconfig in the kubernetes sandbox")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
