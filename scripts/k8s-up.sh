@@ -44,7 +44,16 @@ PAUSE_TAR="$CACHE/pause/pause.tar"
 PAUSE_IMAGE=hemra.local/pause:3.10.1
 
 log() { echo "k8s-up: $*" >&2; }
-die() { echo "k8s-up: error: $*" >&2; exit 1; }
+die() {
+	echo "k8s-up: error: $*" >&2
+	mkdir -p "$RUN" && echo "$*" >"$RUN/up.failed"
+	exit 1
+}
+# Tests waiting for the cluster (HEMRA_TEST_K8S_WAIT) stop waiting when
+# up.failed appears beside the kubeconfig.
+mkdir -p "$RUN"
+rm -f "$RUN/up.failed"
+trap 'rc=$?; if [ "$rc" -ne 0 ] && [ ! -f "$RUN/up.failed" ]; then echo "k8s-up.sh exited $rc" >"$RUN/up.failed"; fi' EXIT
 
 # ---------------------------------------------------------------- build ----
 

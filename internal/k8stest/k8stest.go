@@ -16,6 +16,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,17 +48,71 @@ func Kubeconfig(t testing.TB) string {
 		}
 		t.Skipf("no Kubernetes cluster answers (%s); scripts/k8s-up.sh brings one up, HEMRA_TEST_K8S=1 makes this a failure", why)
 	}
+	if why := waitForCluster(path); why != "" {
+		miss(why)
+	}
+	return path
+}
+
+var (
+	clusterOnce sync.Once
+	clusterWhy  string
+)
+
+// waitForCluster returns "" once the cluster of a kubeconfig answers, or
+// why not. With HEMRA_TEST_K8S_WAIT (a duration) it waits that long for a
+// cluster that scripts/k8s-up.sh is still bringing up (CI starts it beside
+// the tests), unless the script records that it failed.
+func waitForCluster(path string) string {
+	clusterOnce.Do(func() {
+		wait, _ := time.ParseDuration(os.Getenv("HEMRA_TEST_K8S_WAIT"))
+		deadline := time.Now().Add(wait)
+		failed := filepath.Join(filepath.Dir(path), "up.failed")
+		for {
+			clusterWhy = ping(path)
+			if clusterWhy == "" || !time.Now().Before(deadline) {
+				return
+			}
+			if b, err := os.ReadFile(failed); err == nil {
+				clusterWhy = "scripts/k8s-up.sh failed: " + strings.TrimSpace(string(b))
+				return
+			}
+			time.Sleep(2 * time.Second)
+		}
+	})
+	return clusterWhy
+}
+
+func ping(path string) string {
 	if _, err := os.Stat(path); err != nil {
-		miss(err.Error())
+		return err.Error()
 	}
 	cs, err := Clientset(path)
 	if err != nil {
-		miss(err.Error())
+		return err.Error()
 	}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
-		miss(err.Error())
+		return err.Error()
 	}
-	return path
+	// Up means ready for pods: the node Ready and the default service
+	// account there (k8s-up.sh writes the kubeconfig before both).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		return "the cluster has no default service account yet: " + err.Error()
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return ""
+			}
+		}
+	}
+	return "no node of the cluster is Ready"
 }
 
 // Clientset connects to the cluster of a kubeconfig.

@@ -27,7 +27,7 @@ type fixture struct {
 
 // setup connects to the test cluster (or skips), makes a namespace and
 // pushes the busybox test image through the provider.
-func setup(t *testing.T) fixture {
+func setup(t testing.TB) fixture {
 	t.Helper()
 	kubeconfig := k8stest.Kubeconfig(t)
 	cli := testimages.Client(t)
