@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,7 +202,7 @@ eval "program" {
 	for _, s := range rep.Sandboxes {
 		if s.Name == "sandbox.k8sprog" {
 			found = true
-			if !s.Available || !strings.Contains(s.Unproven["network_block"], "does not enforce NetworkPolicy") || !contains(s.Capabilities, "resource_limit") {
+			if !s.Available || !strings.Contains(s.Unproven["network_block"], "does not enforce NetworkPolicy") || !slices.Contains(s.Capabilities, "resource_limit") {
 				t.Errorf("doctor on sandbox.k8sprog: %+v", s)
 			}
 		}
@@ -341,15 +342,6 @@ func assertNoPods(t *testing.T, e k8sEnv) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Errorf("pods left in %s: %v", e.ns, names)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func absPath(t *testing.T, rel string) string {
