@@ -405,6 +405,10 @@ func (s *stopper) loop() {
 		case <-s.done:
 			return
 		}
+		if sig == syscall.SIGPIPE && !stdoutClosed() {
+			// Another pipe or socket broke (its error reaches whoever wrote).
+			continue
+		}
 		if first.IsZero() {
 			first = time.Now()
 			if sig == syscall.SIGPIPE {
