@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/hemra-dev/hemra/config"
 )
 
 // renderCauses writes the plan grouped by cause: each change once, then
@@ -211,6 +213,9 @@ func isolationWords(iso *Isolation, code func(string) string) []string {
 			net += " (egress to " + codeList(iso.Egress, code) + ")"
 		}
 		user := "the operator's uid:gid"
+		if iso.Kind == config.KindKubernetes {
+			user = "uid 65532 (non-root)"
+		}
 		if iso.User != "" {
 			user = code(iso.User)
 		}
@@ -223,8 +228,12 @@ func isolationWords(iso *Isolation, code func(string) string) []string {
 			line += ", task defaults " + code(iso.TaskDefaults)
 		}
 		out = append(out, line)
+		pids := rangeWords(iso.Pids, formatNumber)
+		if iso.Kind == config.KindKubernetes {
+			pids = "the node's podPidsLimit"
+		}
 		out = append(out, fmt.Sprintf("memory %s, cpus %s, pids %s",
-			rangeWords(iso.Memory, formatBytes), rangeWords(iso.CPUs, formatNumber), rangeWords(iso.Pids, formatNumber)))
+			rangeWords(iso.Memory, formatBytes), rangeWords(iso.CPUs, formatNumber), pids))
 	}
 	if len(iso.Mounts) > 0 {
 		var ms []string
