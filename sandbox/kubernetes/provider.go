@@ -316,6 +316,9 @@ func PathsFor(s sandbox.Settings) sandbox.Paths {
 func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
 	s := spec.Settings
 	s.Kind = Kind
+	if spec.Bare {
+		return nil, errors.New("the kubernetes sandbox does not run bare images (hemra's own programs FROM scratch, such as the judge runtime): use a docker sandbox for judges")
+	}
 	if len(spec.Mounts) > 0 {
 		return nil, fmt.Errorf("a pod on a cluster cannot bind this host's %s (the host services hemra hands a sandbox: MCP servers, a model gateway); use a docker sandbox for harnesses that need them", spec.Mounts[0].Target)
 	}
