@@ -17,3 +17,7 @@ func TOMLSyntaxDiagnostic(filename, summary string, src []byte, err error) *hcl.
 	d.Summary = summary
 	return d
 }
+
+// TOMLTypeName names a decoded TOML value's type for a diagnostic ("an
+// integer", "a table").
+func TOMLTypeName(v any) string { return tomlTypeName(v) }

@@ -154,26 +154,8 @@ func (t *table) checkKeys(known []string, what string) {
 	}
 }
 
-func typeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a table"
-	}
-	return "a date or time"
-}
-
 func (t *table) wrong(k, want string, v any) {
-	t.d.errorf(t.key(k), "Invalid judge.toml", "%s must be %s, not %s.", t.key(k), want, typeName(v))
+	t.d.errorf(t.key(k), "Invalid judge.toml", "%s must be %s, not %s.", t.key(k), want, dataset.TOMLTypeName(v))
 }
 
 func (t *table) str(k, def string) string {
@@ -256,7 +238,7 @@ func (t *table) strings(k string) []string {
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
-			t.d.errorf(fmt.Sprintf("%s.%d", t.key(k), i), "Invalid judge.toml", "%s must be an array of strings; element %d is %s.", t.key(k), i+1, typeName(e))
+			t.d.errorf(fmt.Sprintf("%s.%d", t.key(k), i), "Invalid judge.toml", "%s must be an array of strings; element %d is %s.", t.key(k), i+1, dataset.TOMLTypeName(e))
 			continue
 		}
 		out = append(out, s)
@@ -298,7 +280,7 @@ func (d *decoder) decode(doc map[string]any, readFile func(string) ([]byte, erro
 		p := fmt.Sprintf("criterion.%d", i)
 		m, ok := e.(map[string]any)
 		if !ok {
-			d.errorf(p, "Invalid judge.toml", "each criterion must be a table, not %s.", typeName(e))
+			d.errorf(p, "Invalid judge.toml", "each criterion must be a table, not %s.", dataset.TOMLTypeName(e))
 			continue
 		}
 		c := d.criterion(&table{d: d, path: p, m: m}, i)

@@ -24,11 +24,7 @@ import (
 func writeGroups(w io.Writer, groups []*results.Group) {
 	var judges []string
 	for _, g := range groups {
-		for name := range g.Judges {
-			if !slices.Contains(judges, name) {
-				judges = append(judges, name)
-			}
-		}
+		judges = addNames(judges, g.Judges)
 	}
 	sort.Strings(judges)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -87,11 +83,7 @@ func estimateMean(e *results.Estimate) string {
 func writeAttempts(w io.Writer, attempts []*results.Attempt) {
 	var judges []string
 	for _, a := range attempts {
-		for name := range a.Judges {
-			if !slices.Contains(judges, name) {
-				judges = append(judges, name)
-			}
-		}
+		judges = addNames(judges, a.Judges)
 	}
 	sort.Strings(judges)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -120,6 +112,16 @@ func writeAttempts(w io.Writer, attempts []*results.Attempt) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", a.Address, a.Status, orDash(string(a.Class)), reward, cols, d)
 	}
 	_ = tw.Flush()
+}
+
+// addNames adds the keys of m not in names yet.
+func addNames[V any](names []string, m map[string]V) []string {
+	for name := range m {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // judgeHeads are the column headings of judges, each followed by a tab.
