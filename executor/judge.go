@@ -106,6 +106,7 @@ func (a *attemptRun) judgeStage(ctx context.Context) error {
 		}
 		a.log.note("judge", "judge", fmt.Sprintf("%s: %s, %d model calls", jd.Name, note, len(score.Calls)))
 	}
+	_ = os.Remove(filepath.Join(a.ws, "judges")) // empty by now
 	if len(retry) > 0 {
 		a.out.ErrorStage = state.StageJudge
 		return &stageError{state.ClassInfraError, strings.Join(retry, "; ")}
@@ -146,6 +147,9 @@ func (a *attemptRun) runJudge(ctx context.Context, jd *config.Judge) state.Judge
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		return fail(judgeErrRuntime, "preparing the judge's inputs: %v", err)
 	}
+	// What the judge saw is in its calls' request bodies; the copies made
+	// for it (the agent's files, its working directory) go when it ends.
+	defer os.RemoveAll(dir)
 	ji := &judgeInputs{a: a, jd: jd, dir: in}
 	if err := ji.gather(ctx); err != nil {
 		if ctx.Err() != nil {

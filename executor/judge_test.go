@@ -300,3 +300,64 @@ cp "$HEMRA_TESTS_DIR/reward-details.json" "$LOGS/reward-details.json"
 		t.Errorf("the judge did not see reward-details.json")
 	}
 }
+
+// TestJudgeOnJSONL: a JSONL task's judge sees its input as the
+// instruction and the answer as the last message; with no filesystem to
+// read, a file it names is simply not found.
+func TestJudgeOnJSONL(t *testing.T) {
+	srv := modeltest.Start(t, judgeKey, modeltest.Grade("the answer is 4"))
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"tasks.jsonl": `{"id": "add", "input": "What is 2+2?", "target": "4"}` + "\n",
+		"main.hcl": `sandbox "local" {
+  kind = "local"
+}
+
+harness "oracle" {
+  builtin = "oracle"
+  sandbox = sandbox.local
+}
+
+dataset "qa" {
+  source = "./tasks.jsonl"
+}
+
+judge "q" {
+  source   = "./judges/q"
+  base_url = "` + srv.URL + `/v1"
+  provider = "openai"
+  api      = "responses"
+  key_env  = "JUDGE_KEY"
+}
+
+eval "qa" {
+  dataset   = dataset.qa
+  harnesses = [harness.oracle]
+  judges    = [judge.q]
+}
+`,
+		"judges/q/judge.toml": "[judge]\njudge = \"openai/gpt-5-mini\"\ninstruction = true\nlast_message = true\nfiles = [\"answer.txt\"]\n[[criterion]]\ndescription = \"Is the answer right?\"\n",
+	})
+	e := newEnv(t, dir)
+	e.vars["JUDGE_KEY"] = judgeKey
+	e.apply(context.Background(), 1)
+	st, _ := state.Open(e.store, state.Options{})
+	defer st.Close()
+	a, err := st.CurrentAttempt("qa/oracle/add#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := a.Outcome.Judges["q"]
+	if js.Score == nil || *js.Score != 1 || js.API != "responses" || js.Calls[0].Path != "/v1/responses" || a.Outcome.Class != state.ClassPassed {
+		t.Fatalf("judge %+v, class %s, error %q", js, a.Outcome.Class, a.Outcome.Error)
+	}
+	u := srv.Requests()[0].User
+	for _, want := range []string{"## Task instruction\nWhat is 2+2?", "## The agent's last message\n4", "--- answer.txt ---\n[not found]"} {
+		if !strings.Contains(u, want) {
+			t.Errorf("the judge's content lacks %q:\n%s", want, u)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.store, "work", a.ID, "judges")); !os.IsNotExist(err) {
+		t.Errorf("the judge's inputs were left in the work folder: %v", err)
+	}
+}

@@ -344,10 +344,19 @@ func printSummary(w io.Writer, r *executor.Report, store *state.Store) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\tINFRA ERRORS\tINTERRUPTED\tWALL")
+	var judges []string
 	for _, g := range res.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Eval, g.Harness, g.Ended, g.Passed, percent(g.PassRate),
-			estimateMean(g.Reward), results.Interval(g.Reward), g.ByClass[state.ClassInfraError], g.Interrupted, seconds(g.Durations.Wall))
+		judges = addNames(judges, g.Judges)
+	}
+	sort.Strings(judges)
+	fmt.Fprintln(tw, "EVAL\tHARNESS\tATTEMPTS\tPASSED\tPASS RATE\tMEAN REWARD\t95% CI\t"+judgeHeads(judges)+"INFRA ERRORS\tINTERRUPTED\tWALL")
+	for _, g := range res.Groups {
+		cols := ""
+		for _, name := range judges {
+			cols += estimateMean(g.Judges[name]) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s%d\t%d\t%s\n", g.Eval, g.Harness, g.Ended, g.Passed, percent(g.PassRate),
+			estimateMean(g.Reward), results.Interval(g.Reward), cols, g.ByClass[state.ClassInfraError], g.Interrupted, seconds(g.Durations.Wall))
 	}
 	_ = tw.Flush()
 	if errs := errorClasses(res.Groups); errs != "" {
