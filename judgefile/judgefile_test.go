@@ -200,3 +200,12 @@ optional = true
 		t.Errorf("criteria %+v", r.Criteria)
 	}
 }
+
+func TestTooBig(t *testing.T) {
+	dir := t.TempDir()
+	big := "[judge]\n# " + strings.Repeat("x", MaxFile) + "\n[[criterion]]\ndescription = \"d\"\n"
+	os.WriteFile(filepath.Join(dir, rubric.FileName), []byte(big), 0o644)
+	if _, _, diags := Load(dir, ""); !diags.HasErrors() || !strings.Contains(diags[0].Detail, "at most") {
+		t.Errorf("a %d-byte judge.toml: %v", len(big), diags)
+	}
+}

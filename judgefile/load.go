@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -34,7 +35,7 @@ func Load(dir, name string) (r *rubric.Rubric, src []byte, diags hcl.Diagnostics
 	root, err := os.OpenRoot(dir)
 	if err == nil {
 		defer root.Close()
-		src, err = root.ReadFile(rubric.FileName)
+		src, err = readCapped(root, rubric.FileName)
 	}
 	if err != nil {
 		return nil, nil, hcl.Diagnostics{{
@@ -47,9 +48,32 @@ func Load(dir, name string) (r *rubric.Rubric, src []byte, diags hcl.Diagnostics
 	r, diags = Parse(name, src, func(rel string) ([]byte, error) {
 		// Inside the folder only: the folder is what the judge
 		// fingerprint covers.
-		return root.ReadFile(filepath.FromSlash(rel))
+		return readCapped(root, filepath.FromSlash(rel))
 	})
 	return r, src, diags
+}
+
+// MaxFile bounds judge.toml and each file it names: a rubric is text.
+const MaxFile = 1 << 20
+
+// readCapped reads a regular file of root no larger than MaxFile.
+func readCapped(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if st.Size() > MaxFile {
+		return nil, fmt.Errorf("%s is %d bytes; a judge's files are at most %d", name, st.Size(), MaxFile)
+	}
+	return io.ReadAll(io.LimitReader(f, MaxFile+1))
 }
 
 // Parse parses judge.toml's bytes. filename names it in diagnostics;
