@@ -137,7 +137,7 @@ func taskSide(t *Task) *TaskSide {
 func difference(a, b *Estimate) *Estimate {
 	d := &Estimate{Mean: b.Mean - a.Mean, N: min(a.N, b.N)}
 	if a.HasInterval() && b.HasInterval() {
-		d = withSE(d.Mean, math.Hypot(*a.SE, *b.SE), max(d.N, 2))
+		d = withSE(d.Mean, math.Hypot(a.SE, b.SE), max(d.N, 2))
 		d.N = min(a.N, b.N)
 	}
 	return d

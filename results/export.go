@@ -88,6 +88,9 @@ const pageSize = 256
 type exportPage struct {
 	summaries []state.Summary
 	records   []*state.Attempt
+	// extra pages hold attempts the target's records name, exported so the
+	// export is self-contained but not counted in its figures.
+	extra bool
 }
 
 // pager yields the target's attempts page by page, then the attempts
@@ -106,14 +109,14 @@ type pager struct {
 }
 
 func newPager(store *state.Store, t Target) *pager {
-	p := &pager{store: store, t: t, seen: map[string]bool{}}
+	p := &pager{store: store, t: t, seen: map[string]bool{}} // seen: extra attempts only
 	p.eval, p.harn = splitGroup(t.Group)
 	return p
 }
 
 func (p *pager) next() (*exportPage, error) {
-	page := &exportPage{}
 	fromExtras := p.done
+	page := &exportPage{extra: fromExtras}
 	err := p.store.View(func(v *state.View) error {
 		var sums []state.Summary
 		var err error
@@ -172,14 +175,19 @@ func (p *pager) next() (*exportPage, error) {
 			}
 		}
 		for _, s := range sums {
-			if p.seen[s.ID] || !fromExtras && p.t.Group != "" && (s.Eval != p.eval || s.Harness != p.harn) {
+			switch {
+			case fromExtras && (p.seen[s.ID] || p.selected(v, &s)):
+				continue // exported already, or will be
+			case !fromExtras && p.t.Group != "" && (s.Eval != p.eval || s.Harness != p.harn):
 				continue
 			}
 			a, err := v.Attempt(s.ID)
 			if err != nil {
 				return err
 			}
-			p.seen[s.ID] = true
+			if fromExtras {
+				p.seen[s.ID] = true
+			}
 			page.summaries = append(page.summaries, s)
 			page.records = append(page.records, a)
 			if r := a.Manifest.ReusedAgentFrom; r != "" && !p.seen[r] {
@@ -195,6 +203,26 @@ func (p *pager) next() (*exportPage, error) {
 }
 
 func (p *pager) finished() bool { return p.done && len(p.extra) == 0 }
+
+// selected reports whether the target itself holds the attempt s (so an
+// attempt a record names is not exported twice): pages of the target never
+// repeat an attempt, so only these extra attempts need remembering.
+func (p *pager) selected(v *state.View, s *state.Summary) bool {
+	switch {
+	case p.t.Attempt != "":
+		return p.t.Attempt == s.ID || p.t.Attempt == s.Address && p.isCurrent(v, s)
+	case p.t.Group != "" && (s.Eval != p.eval || s.Harness != p.harn):
+		return false
+	case p.t.Run != "":
+		return s.RunID == p.t.Run
+	}
+	return p.isCurrent(v, s)
+}
+
+func (p *pager) isCurrent(v *state.View, s *state.Summary) bool {
+	a, err := v.CurrentAttempt(s.Address)
+	return err == nil && a.ID == s.ID
+}
 
 // Export writes a self-contained copy of the target: a folder or a
 // .tar.gz with a README.md index, SHA256SUMS and nothing outside it
@@ -328,14 +356,39 @@ func blobsOf(a *state.Attempt) []string {
 			out = append(out, in.Blob)
 		}
 	}
-	if a.Outcome != nil {
-		for _, art := range a.Outcome.Artifacts {
-			if state.ValidSHA256(art.SHA256) {
-				out = append(out, art.SHA256)
-			}
+	o := a.Outcome
+	if o == nil {
+		return out
+	}
+	add := func(sha string) {
+		if state.ValidSHA256(sha) {
+			out = append(out, sha)
 		}
 	}
+	for _, art := range o.Artifacts {
+		add(art.SHA256)
+	}
+	// The judges' model calls (request and response bodies) and rewardkit's
+	// reward-details.json.
+	for _, name := range sortedNames(o.Judges) {
+		for _, c := range o.Judges[name].Calls {
+			add(c.RequestBlob)
+			add(c.ResponseBlob)
+		}
+	}
+	if o.RewardDetails != nil {
+		add(o.RewardDetails.Blob)
+	}
 	return out
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // eventsRel is the store-relative path of an attempt's event log, "" when
@@ -357,16 +410,33 @@ func eventsRel(store *state.Store, a *state.Attempt) string {
 }
 
 // summaryAcc computes the figures of each eval × harness of an export in
-// one pass, keeping per task only the sums the statistics need.
+// one pass. A task's attempts come one after another when the export is of
+// one eval × harness (addresses in order): each task is folded into the
+// running sums as the next begins, so nothing is kept per task. Otherwise
+// (a run, whose attempts come in creation order) the sums are kept per task
+// until the end.
 type summaryAcc struct {
-	groups map[[2]string]*groupAcc
+	contiguous bool
+	groups     map[[2]string]*groupAcc
 }
 
 type groupAcc struct {
 	counts  Counts
-	tasks   map[string]int
-	rewards []clusterSums
-	passes  []clusterSums
+	tasks   int
+	last    string // the task being summed (contiguous)
+	reward  clusterSums
+	pass    clusterSums
+	byTask  map[string]*[2]clusterSums // not contiguous
+	rewards clusterTotals
+	passes  clusterTotals
+}
+
+func (g *groupAcc) foldTask() {
+	if g.reward.n > 0 {
+		g.rewards.fold(g.reward)
+		g.passes.fold(g.pass)
+	}
+	g.reward, g.pass = clusterSums{}, clusterSums{}
 }
 
 func (s *summaryAcc) add(sum *state.Summary) {
@@ -376,23 +446,44 @@ func (s *summaryAcc) add(sum *state.Summary) {
 	k := [2]string{sum.Eval, sum.Harness}
 	g := s.groups[k]
 	if g == nil {
-		g = &groupAcc{tasks: map[string]int{}}
+		g = &groupAcc{byTask: map[string]*[2]clusterSums{}}
 		s.groups[k] = g
 	}
 	a := attemptOf(sum)
 	g.counts.add(a)
-	if !a.Counted() {
+	if s.contiguous {
+		if sum.Task != g.last || g.tasks == 0 {
+			g.foldTask()
+			g.last = sum.Task
+			g.tasks++
+		}
+		if a.Counted() {
+			g.reward.add(a.Score())
+			g.pass.add(b2f(a.Passed()))
+		}
 		return
 	}
-	i, ok := g.tasks[sum.Task]
-	if !ok {
-		i = len(g.rewards)
-		g.tasks[sum.Task] = i
-		g.rewards = append(g.rewards, clusterSums{})
-		g.passes = append(g.passes, clusterSums{})
+	t := g.byTask[sum.Task]
+	if t == nil {
+		t = &[2]clusterSums{}
+		g.byTask[sum.Task] = t
+		g.tasks++
 	}
-	g.rewards[i].add(a.Score())
-	g.passes[i].add(b2f(a.Passed()))
+	if a.Counted() {
+		t[0].add(a.Score())
+		t[1].add(b2f(a.Passed()))
+	}
+}
+
+// finish folds what is still open.
+func (g *groupAcc) finish() {
+	g.foldTask()
+	for _, t := range g.byTask {
+		g.rewards.fold(t[0])
+		g.passes.fold(t[1])
+	}
+	g.byTask = nil
+	g.counts.finish()
 }
 
 // markdownTable is the figures per eval × harness, as README.md shows
@@ -406,9 +497,10 @@ func (s *summaryAcc) markdownTable(w io.Writer) {
 	fmt.Fprint(w, "| eval × harness | attempts | passed | errored | interrupted | running | tasks | mean reward | 95% CI |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, k := range keys {
 		g := s.groups[k]
-		e := clustered(g.rewards)
+		g.finish()
+		e := g.rewards.estimate()
 		fmt.Fprintf(w, "| `%s/%s` | %d | %d | %d | %d | %d | %d | %s | %s |\n", mdEscape(k[0]), mdEscape(k[1]), g.counts.Attempts,
-			g.counts.Passed, g.counts.Errored, g.counts.Interrupted, g.counts.Running, len(g.tasks), mean(e), Interval(e))
+			g.counts.Passed, g.counts.Errored, g.counts.Interrupted, g.counts.Running, g.tasks, mean(e), Interval(e))
 	}
 }
 
@@ -424,8 +516,11 @@ func exportHemra(store *state.Store, t Target, out sink, opts ExportOptions, now
 	defer rows.close()
 	rep := &ExportReport{}
 	blobsDone := map[string]bool{}
+	borrowed := map[string]bool{}
 	runs := map[string]bool{}
-	var acc summaryAcc
+	// The pages of an eval × harness come in address order: a task's
+	// attempts together (extra attempts, at the end, may not be).
+	acc := summaryAcc{contiguous: t.Group != "" && t.Run == "" && t.Attempt == ""}
 	p := newPager(store, t)
 	for !p.finished() {
 		page, err := p.next()
@@ -446,9 +541,18 @@ func exportHemra(store *state.Store, t Target, out sink, opts ExportOptions, now
 					return nil, fmt.Errorf("attempt %s names blob %s: %w", a.Address, sha, err)
 				}
 			}
+			// An event log is its attempt's own, but a re-verify's record
+			// names its reused agent's: only those borrowed ones are
+			// remembered, to copy each log once.
 			ev := eventsRel(store, a)
-			if ev != "" && !blobsDone["events:"+ev] {
-				blobsDone["events:"+ev] = true
+			own, _ := storeRel(store, store.EventLogPath(a.ID))
+			if ev != "" && ev != own && a.Manifest.ReusedAgentFrom != "" {
+				ev = "" // the reused attempt is exported too, with its log
+			}
+			if ev != "" && !borrowed[ev] {
+				if ev != own {
+					borrowed[ev] = true
+				}
 				if err := putFile(out, ev, filepath.Join(store.Dir(), filepath.FromSlash(ev))); err != nil {
 					return nil, err
 				}
@@ -464,7 +568,9 @@ func exportHemra(store *state.Store, t Target, out sink, opts ExportOptions, now
 				runs[a.RunID] = true
 			}
 			s := &page.summaries[i]
-			acc.add(s)
+			if !page.extra {
+				acc.add(s)
+			}
 			rep.Attempts++
 			reward := "-"
 			if s.Reward != nil {

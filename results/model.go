@@ -33,6 +33,10 @@ type Attempt struct {
 	Usage    *state.TokenUsage             `json:"usage,omitempty"`
 	Judges   map[string]state.JudgeSummary `json:"judges,omitempty"`
 	Imported bool                          `json:"imported,omitempty"`
+
+	// started and finished hold the times StartedAt and FinishedAt point
+	// at: one allocation per attempt instead of three.
+	started, finished time.Time
 }
 
 // Ended reports whether the attempt will not change again.
@@ -62,13 +66,13 @@ func attemptOf(s *state.Summary) *Attempt {
 		Status: s.Status, Class: s.Class, Reward: s.Reward, Rewards: s.Rewards, Error: s.Error,
 		Usage: s.Usage, Judges: s.Judges, Imported: s.Imported,
 	}
-	if t := s.StartedAt(); !t.IsZero() {
-		a.StartedAt = &t
+	if a.started = s.StartedAt(); !a.started.IsZero() {
+		a.StartedAt = &a.started
 	}
-	if t := s.FinishedAt(); !t.IsZero() {
-		a.FinishedAt = &t
+	if a.finished = s.FinishedAt(); !a.finished.IsZero() {
+		a.FinishedAt = &a.finished
 		if a.StartedAt != nil {
-			a.Duration = t.Sub(*a.StartedAt).Seconds()
+			a.Duration = a.finished.Sub(a.started).Seconds()
 		}
 	}
 	return a
@@ -91,6 +95,36 @@ type Counts struct {
 	Errored int `json:"errored"`
 	// ByClass counts ended and interrupted attempts by how they ended.
 	ByClass map[state.Class]int `json:"by_class,omitempty"`
+
+	// classes counts the known classes while attempts are added (a map
+	// increment per attempt and level costs more than the rest of add);
+	// finish moves them to ByClass.
+	classes [len(knownClasses)]int
+}
+
+var knownClasses = [...]state.Class{state.ClassPassed, state.ClassTaskFailure, state.ClassAgentTimeout,
+	state.ClassProtocolError, state.ClassVerifierError, state.ClassInfraError, state.ClassInterrupted}
+
+func classIndex(c state.Class) int {
+	for i, k := range knownClasses {
+		if k == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// finish fills ByClass once every attempt is added.
+func (c *Counts) finish() {
+	for i, n := range c.classes {
+		if n > 0 {
+			if c.ByClass == nil {
+				c.ByClass = map[state.Class]int{}
+			}
+			c.ByClass[knownClasses[i]] += n
+		}
+	}
+	c.classes = [len(knownClasses)]int{}
 }
 
 func (c *Counts) add(a *Attempt) {
@@ -100,10 +134,14 @@ func (c *Counts) add(a *Attempt) {
 		return
 	}
 	if a.Class != "" {
-		if c.ByClass == nil {
-			c.ByClass = map[state.Class]int{}
+		if i := classIndex(a.Class); i >= 0 {
+			c.classes[i]++
+		} else {
+			if c.ByClass == nil {
+				c.ByClass = map[state.Class]int{}
+			}
+			c.ByClass[a.Class]++
 		}
-		c.ByClass[a.Class]++
 	}
 	if !a.Counted() {
 		c.Interrupted++
@@ -223,7 +261,10 @@ func (r *Results) Group(eval, harness string) *Group {
 // build computes every figure from the attempts, which it sorts by
 // address.
 func build(attempts []*Attempt) *Results {
-	sort.Slice(attempts, func(i, j int) bool { return attempts[i].Address < attempts[j].Address })
+	byAddress := func(i, j int) bool { return attempts[i].Address < attempts[j].Address }
+	if !sort.SliceIsSorted(attempts, byAddress) { // the store yields them in order, index by index
+		sort.Slice(attempts, byAddress)
+	}
 	r := &Results{FormatVersion: FormatVersion, Attempts: attempts, Groups: []*Group{}}
 	type key struct{ eval, harness string }
 	groups := map[key]*Group{}
@@ -255,21 +296,22 @@ func build(attempts []*Attempt) *Results {
 	for _, g := range r.Groups {
 		g.compute()
 	}
+	r.Counts.finish()
 	return r
 }
 
 // compute fills in a group's figures from its tasks' attempts.
 func (g *Group) compute() {
 	sort.Slice(g.Tasks, func(i, j int) bool { return g.Tasks[i].Task < g.Tasks[j].Task })
-	var scores, passes []float64
-	var cluster []int
+	// Per task, the sums the statistics need (one clusterSums per task and
+	// figure): nothing per attempt is kept beyond the attempts themselves.
+	scores := make([]clusterSums, len(g.Tasks))
+	passes := make([]clusterSums, len(g.Tasks))
 	var ns, cs []int
 	keys := map[string]bool{}
-	judges := map[string][]float64{}
-	judgeCluster := map[string][]int{}
+	judges := map[string][]clusterSums{}
 	var first, last time.Time
 	for ti, t := range g.Tasks {
-		var tScores, tPasses []float64
 		for _, a := range t.List {
 			g.Counts.add(a)
 			t.Counts.add(a)
@@ -282,18 +324,17 @@ func (g *Group) compute() {
 			if !a.Counted() {
 				continue
 			}
-			scores = append(scores, a.Score())
-			tScores = append(tScores, a.Score())
-			passes = append(passes, b2f(a.Passed()))
-			tPasses = append(tPasses, b2f(a.Passed()))
-			cluster = append(cluster, ti)
+			scores[ti].add(a.Score())
+			passes[ti].add(b2f(a.Passed()))
 			for k := range a.Rewards {
 				keys[k] = true
 			}
 			for name, j := range a.Judges {
 				if j.Score != nil {
-					judges[name] = append(judges[name], *j.Score)
-					judgeCluster[name] = append(judgeCluster[name], ti)
+					if judges[name] == nil {
+						judges[name] = make([]clusterSums, len(g.Tasks))
+					}
+					judges[name][ti].add(*j.Score)
 				}
 			}
 			if a.StartedAt != nil && a.FinishedAt != nil {
@@ -306,13 +347,22 @@ func (g *Group) compute() {
 				}
 			}
 		}
-		t.Reward, t.PassRate = meanOf(tScores), meanOf(tPasses)
+		if scores[ti].n > 0 { // both estimates in one allocation
+			e := new([2]Estimate)
+			scores[ti].plainInto(&e[0])
+			passes[ti].plainInto(&e[1])
+			t.Reward, t.PassRate = &e[0], &e[1]
+		}
 		if t.Ended > 0 {
-			t.PassAtK = passAtKs([]int{t.Ended}, []int{t.Passed})
+			t.PassAtK = make([]PassAtK, t.Ended)
+			for k := range t.PassAtK {
+				t.PassAtK[k] = PassAtK{K: k + 1, Value: passAtK(t.Ended, t.Passed, k+1)}
+			}
 			ns, cs = append(ns, t.Ended), append(cs, t.Passed)
 		}
 	}
-	g.Reward, g.PassRate = clusteredMean(scores, cluster), clusteredMean(passes, cluster)
+	g.Counts.finish()
+	g.Reward, g.PassRate = clustered(scores), clustered(passes)
 	g.PassAtK = passAtKs(ns, cs)
 	if g.Ended > 0 {
 		g.Durations.Mean = g.Durations.Total / float64(g.Ended)
@@ -325,23 +375,35 @@ func (g *Group) compute() {
 	if len(keys) > 1 || len(keys) == 1 && !keys["reward"] {
 		g.RewardKeys = map[string]*Estimate{}
 		for k := range keys {
-			xs := make([]float64, 0, len(scores))
-			for _, t := range g.Tasks {
+			sums := make([]clusterSums, len(g.Tasks))
+			for ti, t := range g.Tasks {
 				for _, a := range t.List {
 					if a.Counted() {
-						xs = append(xs, a.Rewards[k])
+						sums[ti].add(a.RewardKey(k))
 					}
 				}
 			}
-			g.RewardKeys[k] = clusteredMean(xs, cluster)
+			g.RewardKeys[k] = clustered(sums)
 		}
 	}
 	if len(judges) > 0 {
 		g.Judges = map[string]*Estimate{}
-		for name, xs := range judges {
-			g.Judges[name] = clusteredMean(xs, judgeCluster[name])
+		for name, sums := range judges {
+			g.Judges[name] = clustered(sums)
 		}
 	}
+}
+
+// RewardKey is the attempt's value of a reward key, 0 when it has none.
+// An attempt whose verifier wrote only "reward" keeps it as Reward alone.
+func (a *Attempt) RewardKey(k string) float64 {
+	if a.Rewards != nil {
+		return a.Rewards[k]
+	}
+	if k == "reward" {
+		return a.Score()
+	}
+	return 0
 }
 
 func b2f(b bool) float64 {

@@ -25,7 +25,7 @@ func Interval(e *Estimate) string {
 	if !e.HasInterval() {
 		return "-"
 	}
-	return "[" + Num(*e.Low) + ", " + Num(*e.High) + "]"
+	return "[" + Num(e.Low) + ", " + Num(e.High) + "]"
 }
 
 func mean(e *Estimate) string {
@@ -77,7 +77,7 @@ func WriteText(w io.Writer, c *Comparison) error {
 		fmt.Fprintf(bw, "\nPaired difference B − A over %d %s: %s, 95%% CI %s", p.Tasks, plural(p.Tasks, "task", "tasks"),
 			Signed(p.Diff.Mean), signedInterval(p.Diff))
 		if p.Diff.HasInterval() {
-			fmt.Fprintf(bw, " (SE %s", Num(*p.Diff.SE))
+			fmt.Fprintf(bw, " (SE %s", Num(p.Diff.SE))
 			if p.Correlation != nil {
 				fmt.Fprintf(bw, ", correlation %s", Num(*p.Correlation))
 			}
@@ -130,7 +130,7 @@ func signedInterval(e *Estimate) string {
 	if !e.HasInterval() {
 		return "-"
 	}
-	return "[" + Signed(*e.Low) + ", " + Signed(*e.High) + "]"
+	return "[" + Signed(e.Low) + ", " + Signed(e.High) + "]"
 }
 
 func orDash(s string) string {

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"encoding/json"
 	"math"
 
 	"gonum.org/v1/gonum/stat"
@@ -21,31 +22,71 @@ const Confidence = 0.95
 // z is the two-sided normal quantile for Confidence (1.95996...).
 var z = distuv.UnitNormal.Quantile(1 - (1-Confidence)/2)
 
-// Estimate is a mean with its standard error and 95% interval. SE, Low
-// and High are nil when there are too few observations for one (fewer than
-// two).
+// Estimate is a mean with its standard error and 95% interval. An
+// estimate over fewer than two observations has none: HasInterval is
+// false and the JSON has null for se, ci_low and ci_high.
 type Estimate struct {
-	Mean float64  `json:"mean"`
-	SE   *float64 `json:"se"`
-	Low  *float64 `json:"ci_low"`
-	High *float64 `json:"ci_high"`
+	Mean float64
+	SE   float64
+	Low  float64 // the 95% interval
+	High float64
 	// N is the number of observations (attempts, or tasks for a paired
 	// difference); Clusters the number of tasks they fall in.
-	N        int `json:"n"`
-	Clusters int `json:"clusters,omitempty"`
+	N        int
+	Clusters int
 	// Clustered says the SE is clustered by task: some task has several
 	// attempts.
-	Clustered bool `json:"clustered,omitempty"`
+	Clustered bool
+
+	interval bool
 }
 
 // HasInterval reports whether the estimate has a standard error.
-func (e *Estimate) HasInterval() bool { return e != nil && e.SE != nil }
+func (e *Estimate) HasInterval() bool { return e != nil && e.interval }
+
+// estimateJSON is Estimate's JSON form.
+type estimateJSON struct {
+	Mean      float64  `json:"mean"`
+	SE        *float64 `json:"se"`
+	Low       *float64 `json:"ci_low"`
+	High      *float64 `json:"ci_high"`
+	N         int      `json:"n"`
+	Clusters  int      `json:"clusters,omitempty"`
+	Clustered bool     `json:"clustered,omitempty"`
+}
+
+// MarshalJSON writes null for the SE and interval of an estimate without
+// them.
+func (e Estimate) MarshalJSON() ([]byte, error) {
+	j := estimateJSON{Mean: e.Mean, N: e.N, Clusters: e.Clusters, Clustered: e.Clustered}
+	if e.interval {
+		j.SE, j.Low, j.High = &e.SE, &e.Low, &e.High
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Estimate) UnmarshalJSON(b []byte) error {
+	var j estimateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Estimate{Mean: j.Mean, N: j.N, Clusters: j.Clusters, Clustered: j.Clustered}
+	if j.SE != nil && j.Low != nil && j.High != nil {
+		e.SE, e.Low, e.High, e.interval = *j.SE, *j.Low, *j.High, true
+	}
+	return nil
+}
 
 func withSE(mean, se float64, n int) *Estimate {
-	e := &Estimate{Mean: mean, N: n}
+	e := estimateOf(mean, se, n)
+	return &e
+}
+
+func estimateOf(mean, se float64, n int) Estimate {
+	e := Estimate{Mean: mean, N: n}
 	if n >= 2 && !math.IsNaN(se) {
-		lo, hi := mean-z*se, mean+z*se
-		e.SE, e.Low, e.High = &se, &lo, &hi
+		e.SE, e.Low, e.High, e.interval = se, mean-z*se, mean+z*se, true
 	}
 	return e
 }
@@ -84,6 +125,30 @@ func clusteredMean(xs []float64, cluster []int) *Estimate {
 	return clustered(cs)
 }
 
+// plainMean is meanOf from a cluster's sums: the mean of its observations
+// with the plain CLT standard error, for one task's attempts (independent
+// draws).
+func plainMean(c clusterSums) *Estimate {
+	if c.n == 0 {
+		return nil
+	}
+	e := new(Estimate)
+	c.plainInto(e)
+	return e
+}
+
+// plainInto is plainMean into e, for callers that allocate estimates
+// together.
+func (c clusterSums) plainInto(e *Estimate) {
+	mean := c.sum / float64(c.n)
+	*e = Estimate{Mean: mean, N: c.n}
+	if c.n >= 2 {
+		n := float64(c.n)
+		variance := math.Max(c.sumSq-n*mean*mean, 0) / (n - 1)
+		*e = estimateOf(mean, math.Sqrt(variance/n), c.n)
+	}
+}
+
 // clusterSums are what the clustered standard error needs of one task's
 // observations, so that it can be computed in one pass over attempts of
 // any number (an export) without keeping them.
@@ -95,40 +160,66 @@ type clusterSums struct {
 func (c *clusterSums) add(x float64) { c.n++; c.sum += x; c.sumSq += x * x }
 
 // clustered is the mean of the observations of every cluster with its
-// standard error clustered by cluster (Miller 2024, eq. 4): the CLT
+// standard error clustered by cluster (see clusterTotals).
+func clustered(cs []clusterSums) *Estimate {
+	var t clusterTotals
+	for _, c := range cs {
+		t.fold(c)
+	}
+	return t.estimate()
+}
+
+// clusterTotals fold clusters one by one into a few running sums, from
+// which the clustered standard error follows (Miller 2024, eq. 4): the CLT
 // variance s²/n plus, for every cluster, the products of the deviations
 // from the mean of each pair of distinct observations in it, over n².
-// With one observation per cluster it is the plain CLT standard error.
-// For a cluster, Σ_i Σ_{j≠i} d_i d_j = (Σ d)² − Σ d², and both sums follow
-// from the cluster's n, Σx and Σx².
-func clustered(cs []clusterSums) *Estimate {
-	var n int
-	var sum, sumSq float64
-	multi := false
-	for _, c := range cs {
-		n += c.n
-		sum += c.sum
-		sumSq += c.sumSq
-		multi = multi || c.n > 1
+// For a cluster c with n_c observations, S_c = Σx and Q_c = Σx², and the
+// overall mean m = S/n:
+//
+//	Σ_i Σ_{j≠i} d_i d_j = (Σd)² − Σd² = (S_c − n_c·m)² − (Q_c − 2m·S_c + n_c·m²)
+//
+// and summed over clusters that is ΣS_c² − 2m·Σn_c·S_c + m²·Σn_c² − Q + 2m·S − n·m²,
+// so three sums over clusters (A = ΣS_c², B = Σn_c·S_c, C = Σn_c²) and the
+// totals n, S, Q are all it needs: an export folds each task as it ends
+// and keeps nothing per task. With one observation per cluster it is the
+// plain CLT standard error.
+type clusterTotals struct {
+	n        int
+	s, q     float64
+	a, b, c  float64
+	clusters int
+	multi    bool
+}
+
+func (t *clusterTotals) fold(c clusterSums) {
+	if c.n == 0 {
+		return
 	}
-	if n == 0 {
+	n := float64(c.n)
+	t.n += c.n
+	t.s += c.sum
+	t.q += c.sumSq
+	t.a += c.sum * c.sum
+	t.b += n * c.sum
+	t.c += n * n
+	t.clusters++
+	t.multi = t.multi || c.n > 1
+}
+
+func (t *clusterTotals) estimate() *Estimate {
+	if t.n == 0 {
 		return nil
 	}
-	mean := sum / float64(n)
-	if n == 1 {
-		return &Estimate{Mean: mean, N: 1, Clusters: len(cs)}
+	mean := t.s / float64(t.n)
+	if t.n == 1 {
+		return &Estimate{Mean: mean, N: 1, Clusters: t.clusters}
 	}
-	nf := float64(n)
-	variance := math.Max(sumSq-nf*mean*mean, 0) / (nf - 1)
-	v := variance / nf
-	for _, c := range cs {
-		m := float64(c.n)
-		d := c.sum - m*mean                        // Σ d
-		d2 := c.sumSq - 2*mean*c.sum + m*mean*mean // Σ d²
-		v += (d*d - d2) / (nf * nf)
-	}
-	e := withSE(mean, math.Sqrt(math.Max(v, 0)), n)
-	e.Clusters, e.Clustered = len(cs), multi
+	nf := float64(t.n)
+	variance := math.Max(t.q-nf*mean*mean, 0) / (nf - 1)
+	cross := t.a - 2*mean*t.b + mean*mean*t.c - t.q + 2*mean*t.s - nf*mean*mean
+	v := variance/nf + cross/(nf*nf)
+	e := withSE(mean, math.Sqrt(math.Max(v, 0)), t.n)
+	e.Clusters, e.Clustered = t.clusters, t.multi
 	return e
 }
 

@@ -30,9 +30,9 @@ func TestClusteredMeanHandWorked(t *testing.T) {
 	e := clusteredMean([]float64{1, 1, 0, 0, 1, 0}, []int{0, 0, 1, 1, 2, 2})
 	se := math.Sqrt(0.05 + 0.5/36)
 	near(t, "mean", e.Mean, 0.5)
-	near(t, "SE", *e.SE, se)
-	near(t, "ci low", *e.Low, 0.5-zHand*se)
-	near(t, "ci high", *e.High, 0.5+zHand*se)
+	near(t, "SE", e.SE, se)
+	near(t, "ci low", e.Low, 0.5-zHand*se)
+	near(t, "ci high", e.High, 0.5+zHand*se)
 	near(t, "SE by hand", se, 0.252762514802)
 	if !e.Clustered || e.Clusters != 3 || e.N != 6 {
 		t.Errorf("clustered=%v clusters=%d n=%d, want true 3 6", e.Clustered, e.Clusters, e.N)
@@ -41,12 +41,12 @@ func TestClusteredMeanHandWorked(t *testing.T) {
 	// One attempt per task: the plain CLT SE, sqrt(var/n). For 1, 0, 1, 1:
 	// mean .75, Σd² = 3·.0625 + .5625 = .75, var = .25, SE² = .25/4.
 	e = clusteredMean([]float64{1, 0, 1, 1}, []int{0, 1, 2, 3})
-	near(t, "unclustered SE", *e.SE, 0.25)
+	near(t, "unclustered SE", e.SE, 0.25)
 	if e.Clustered {
 		t.Error("one attempt per task is not clustered")
 	}
-	if e := clusteredMean([]float64{1}, []int{0}); e.SE != nil {
-		t.Errorf("one observation has no SE, got %v", *e.SE)
+	if e := clusteredMean([]float64{1}, []int{0}); e.HasInterval() {
+		t.Errorf("one observation has no SE, got %v", e.SE)
 	}
 }
 
@@ -59,8 +59,8 @@ func TestPairedDifferenceHandWorked(t *testing.T) {
 	p := pairedDifference([]float64{1, .5, 0, 1}, []float64{1, 1, .5, 0})
 	se := math.Sqrt(0.5 / 4)
 	near(t, "mean diff", p.Diff.Mean, 0)
-	near(t, "SE", *p.Diff.SE, se)
-	near(t, "ci high", *p.Diff.High, zHand*se)
+	near(t, "SE", p.Diff.SE, se)
+	near(t, "ci high", p.Diff.High, zHand*se)
 	near(t, "A mean", p.A, 0.625)
 	near(t, "B mean", p.B, 0.625)
 	// Pearson r: A dev .375 −.125 −.625 .375, B dev .375 .375 −.125 −.625;

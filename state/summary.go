@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,8 +28,8 @@ type Summary struct {
 	Status     Status             `json:"s"`
 	Class      Class              `json:"c,omitempty"`
 	Reward     *float64           `json:"w,omitempty"`
-	Rewards    map[string]float64 `json:"ws,omitempty"`
-	Error      string             `json:"x,omitempty"` // first line, at most 200 bytes
+	Rewards    map[string]float64 `json:"ws,omitempty"` // every key, unless the only one is "reward" (= Reward)
+	Error      string             `json:"x,omitempty"`  // first line, at most 200 bytes
 	// Started and Finished are Unix times in milliseconds, 0 when unknown.
 	Started  int64                   `json:"b,omitempty"`
 	Finished int64                   `json:"f,omitempty"`
@@ -84,6 +86,9 @@ func summaryOf(a *Attempt) Summary {
 		return s
 	}
 	s.Class, s.Reward, s.Rewards, s.Error = o.Class, o.Reward, o.Rewards, firstLine(o.Error)
+	if r, ok := o.Rewards["reward"]; ok && len(o.Rewards) == 1 && o.Reward != nil && r == *o.Reward {
+		s.Rewards = nil // the one key is Reward: not kept twice
+	}
 	if !o.StartedAt.IsZero() {
 		s.Started = milli(o.StartedAt)
 	}
@@ -132,6 +137,21 @@ func putSummary(tx *bolt.Tx, a *Attempt) error {
 	return tx.Bucket(bucketSummaries).Put([]byte(a.ID), enc)
 }
 
+// currentAttemptID is the attempt id of a Current value: what a listing
+// needs of it, read without decoding the rest (encodeCurrent writes the id
+// first).
+func currentAttemptID(val []byte) ([]byte, error) {
+	const head = `{"a":"`
+	if bytes.HasPrefix(val, []byte(head)) {
+		rest := val[len(head):]
+		if end := bytes.IndexByte(rest, '"'); end >= 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
+			return rest[:end], nil
+		}
+	}
+	c, err := decodeCurrent(val)
+	return []byte(c.AttemptID), err
+}
+
 // Summary is the summary of the attempt with this id; false when there is
 // none.
 func (v *View) Summary(id string) (Summary, bool, error) {
@@ -139,8 +159,8 @@ func (v *View) Summary(id string) (Summary, bool, error) {
 	if val == nil {
 		return Summary{}, false, nil
 	}
-	var s Summary
-	if err := json.Unmarshal(val, &s); err != nil {
+	s, err := decodeSummary(val)
+	if err != nil {
 		return Summary{}, false, fmt.Errorf("summary %q: %w", id, err)
 	}
 	return s, true, nil
@@ -174,12 +194,13 @@ func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error
 	summaries := v.bucket(bucketSummaries)
 	p := []byte(prefix)
 	c := b.Cursor()
+	var lookup summaryLookup
 	for k, val := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
-		cur, err := decodeCurrent(val)
+		id, err := currentAttemptID(val)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", index.bucket(), k, err)
 		}
-		s, err := summaryAt(summaries, cur.AttemptID)
+		s, err := lookup.get(summaries, id)
 		if err != nil {
 			return err
 		}
@@ -194,8 +215,9 @@ func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error
 // in creation order.
 func (v *View) ForEachRunSummary(runID string, fn func(Summary) error) error {
 	summaries := v.bucket(bucketSummaries)
+	var lookup summaryLookup
 	for _, id := range v.prefixIDs(bucketRunAttempts, runID) {
-		s, err := summaryAt(summaries, id)
+		s, err := lookup.get(summaries, []byte(id))
 		if err != nil {
 			return err
 		}
@@ -206,16 +228,25 @@ func (v *View) ForEachRunSummary(runID string, fn func(Summary) error) error {
 	return nil
 }
 
-func summaryAt(b *bolt.Bucket, id string) (Summary, error) {
-	var s Summary
+// summaryLookup reads summaries by id through one cursor, so that a
+// listing of 100,000 does not make a cursor per attempt as Bucket.Get does.
+type summaryLookup struct{ c *bolt.Cursor }
+
+func (l *summaryLookup) get(b *bolt.Bucket, id []byte) (Summary, error) {
 	var val []byte
 	if b != nil {
-		val = b.Get([]byte(id))
+		if l.c == nil {
+			l.c = b.Cursor()
+		}
+		if k, v := l.c.Seek(id); bytes.Equal(k, id) {
+			val = v
+		}
 	}
 	if val == nil {
-		return s, fmt.Errorf("summary of attempt %q: %w", id, ErrNotFound)
+		return Summary{}, fmt.Errorf("summary of attempt %q: %w", id, ErrNotFound)
 	}
-	if err := json.Unmarshal(val, &s); err != nil {
+	s, err := decodeSummary(val)
+	if err != nil {
 		return s, fmt.Errorf("summary of attempt %q: %w", id, err)
 	}
 	return s, nil
@@ -248,6 +279,7 @@ func (v *View) SummaryPage(index Index, prefix, after string, limit int) ([]Summ
 		return nil, "", nil
 	}
 	summaries := v.bucket(bucketSummaries)
+	var lookup summaryLookup
 	p := []byte(prefix)
 	c := b.Cursor()
 	k, val := c.Seek(p)
@@ -266,7 +298,7 @@ func (v *View) SummaryPage(index Index, prefix, after string, limit int) ([]Summ
 		if err != nil {
 			return nil, "", fmt.Errorf("%s %q: %w", index.bucket(), k, err)
 		}
-		s, err := summaryAt(summaries, cur.AttemptID)
+		s, err := lookup.get(summaries, []byte(cur.AttemptID))
 		if err != nil {
 			return nil, "", err
 		}
@@ -284,6 +316,7 @@ func (v *View) RunSummaryPage(runID, after string, limit int) ([]Summary, string
 		return nil, "", nil
 	}
 	summaries := v.bucket(bucketSummaries)
+	var lookup summaryLookup
 	p := []byte(runID + keySep)
 	c := b.Cursor()
 	k, _ := c.Seek(p)
@@ -298,11 +331,192 @@ func (v *View) RunSummaryPage(runID, after string, limit int) ([]Summary, string
 		if len(out) == limit {
 			return out, out[len(out)-1].ID, nil
 		}
-		s, err := summaryAt(summaries, string(k[len(p):]))
+		s, err := lookup.get(summaries, k[len(p):])
 		if err != nil {
 			return nil, "", err
 		}
 		out = append(out, s)
 	}
 	return out, "", nil
+}
+
+// decodeSummary decodes a Summary. `hemra show` decodes one per attempt,
+// so the flat objects putSummary writes are parsed by hand; anything else
+// (escapes, judges, unknown keys, other spacing) goes to encoding/json, so
+// the fast path only ever agrees with it.
+func decodeSummary(val []byte) (Summary, error) {
+	if s, ok := decodeSummaryFast(val); ok {
+		return s, nil
+	}
+	var s Summary
+	err := json.Unmarshal(val, &s)
+	return s, err
+}
+
+// summaryScanner walks one JSON object as json.Marshal writes it: no
+// spaces, keys in struct order.
+type summaryScanner struct {
+	b   string // the record, copied once: every string field slices it
+	i   int
+	bad bool
+}
+
+func (p *summaryScanner) next(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string without escapes; one with an escape makes the whole
+// record take the slow path.
+func (p *summaryScanner) str() string {
+	if !p.next('"') {
+		p.bad = true
+		return ""
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s
+		case '\\':
+			p.bad = true
+			return ""
+		}
+		p.i++
+	}
+	p.bad = true
+	return ""
+}
+
+func (p *summaryScanner) number() string {
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		if c == ',' || c == '}' {
+			break
+		}
+		p.i++
+	}
+	if p.i == start {
+		p.bad = true
+	}
+	return p.b[start:p.i]
+}
+
+func (p *summaryScanner) float() float64 {
+	f, err := strconv.ParseFloat(p.number(), 64)
+	if err != nil {
+		p.bad = true
+	}
+	return f
+}
+
+func (p *summaryScanner) int() int64 {
+	n, err := strconv.ParseInt(p.number(), 10, 64)
+	if err != nil {
+		p.bad = true
+	}
+	return n
+}
+
+// keys walks the keys of an object: call it with first = true after the
+// opening brace, then after each value; it returns the next key, or false
+// at the closing brace (or on a malformed object, setting bad).
+func (p *summaryScanner) key(first bool) (string, bool) {
+	if first {
+		if !p.next('{') {
+			p.bad = true
+			return "", false
+		}
+		if p.next('}') {
+			return "", false
+		}
+	} else {
+		if p.next('}') {
+			return "", false
+		}
+		if !p.next(',') {
+			p.bad = true
+			return "", false
+		}
+	}
+	k := p.str()
+	if p.bad || !p.next(':') {
+		p.bad = true
+		return "", false
+	}
+	return k, true
+}
+
+func decodeSummaryFast(val []byte) (Summary, bool) {
+	var s Summary
+	p := &summaryScanner{b: string(val)}
+	for key, ok := p.key(true); ok && !p.bad; key, ok = p.key(false) {
+		switch key {
+		case "id":
+			s.ID = p.str()
+		case "a":
+			s.Address = p.str()
+		case "r":
+			s.RunID = p.str()
+		case "e":
+			s.Eval = p.str()
+		case "h":
+			s.Harness = p.str()
+		case "t":
+			s.Task = p.str()
+		case "n":
+			s.Repetition = int(p.int())
+		case "s":
+			s.Status = Status(p.str())
+		case "c":
+			s.Class = Class(p.str())
+		case "w":
+			w := p.float()
+			s.Reward = &w
+		case "ws":
+			s.Rewards = map[string]float64{}
+			for k, ok := p.key(true); ok && !p.bad; k, ok = p.key(false) {
+				s.Rewards[k] = p.float()
+			}
+		case "x":
+			s.Error = p.str()
+		case "b":
+			s.Started = p.int()
+		case "f":
+			s.Finished = p.int()
+		case "u":
+			u := &TokenUsage{}
+			for k, ok := p.key(true); ok && !p.bad; k, ok = p.key(false) {
+				switch k {
+				case "input_tokens":
+					u.InputTokens = p.int()
+				case "output_tokens":
+					u.OutputTokens = p.int()
+				case "cache_tokens":
+					u.CacheTokens = p.int()
+				case "cost_usd":
+					u.CostUSD = p.float()
+				default:
+					p.bad = true
+				}
+			}
+			s.Usage = u
+		case "m":
+			if strings.HasPrefix(p.b[p.i:], "true") {
+				p.i += 4
+				s.Imported = true
+			} else {
+				p.bad = true
+			}
+		default: // judges, or a key this hemra does not know
+			p.bad = true
+		}
+	}
+	return s, !p.bad && p.i == len(val)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -113,7 +114,7 @@ func finishText(ev executor.Event) string {
 }
 
 func formatReward(r float64) string {
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", r), "0"), ".")
+	return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(r, 'f', 3, 64), "0"), ".")
 }
 
 func roundDuration(d time.Duration) time.Duration {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"slices"
@@ -79,39 +80,70 @@ func estimateMean(e *results.Estimate) string {
 	return results.Num(e.Mean)
 }
 
-// writeAttempts lists attempts, one line each.
+const spaces = "                                                                "
+
+// writeAttempts lists attempts, one line each, in columns. It pads the
+// columns itself (widths first, then the lines) rather than through a
+// tabwriter, which would hold every cell of 100,000 lines.
 func writeAttempts(w io.Writer, attempts []*results.Attempt) {
 	var judges []string
 	for _, a := range attempts {
 		judges = addNames(judges, a.Judges)
 	}
 	sort.Strings(judges)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ATTEMPT\tSTATUS\tCLASS\tREWARD\t"+judgeHeads(judges)+"TIME")
-	for _, a := range attempts {
-		reward := "-"
+	head := append([]string{"ATTEMPT", "STATUS", "CLASS", "REWARD"}, strings.Split(judgeHeads(judges)+"TIME", "\t")...)
+	head = slices.DeleteFunc(head, func(h string) bool { return h == "" })
+	// cells fills one line's cells into row, reused from line to line.
+	row := make([]string, len(head))
+	cells := func(a *results.Attempt) []string {
+		row[0], row[1], row[2], row[3] = a.Address, string(a.Status), orDash(string(a.Class)), "-"
 		if a.Reward != nil {
-			reward = formatReward(*a.Reward)
+			row[3] = formatReward(*a.Reward)
 		}
-		d := "-"
-		if a.Duration > 0 {
-			d = roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
-		}
-		cols := ""
-		for _, name := range judges {
+		for i, name := range judges {
 			j, ok := a.Judges[name]
 			switch {
 			case !ok:
-				cols += "-\t"
+				row[4+i] = "-"
 			case j.Score == nil:
-				cols += "error\t" // a failed judge is never a 0
+				row[4+i] = "error" // a failed judge is never a 0
 			default:
-				cols += formatReward(*j.Score) + "\t"
+				row[4+i] = formatReward(*j.Score)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", a.Address, a.Status, orDash(string(a.Class)), reward, cols, d)
+		row[len(row)-1] = "-"
+		if a.Duration > 0 {
+			row[len(row)-1] = roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
+		}
+		return row
 	}
-	_ = tw.Flush()
+	width := make([]int, len(head))
+	for i, h := range head {
+		width[i] = len(h)
+	}
+	for _, a := range attempts {
+		for i, c := range cells(a) {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	line := func(cells []string) {
+		for i, c := range cells {
+			bw.WriteString(c)
+			if i == len(cells)-1 {
+				break
+			}
+			for pad := width[i] - len(c) + 2; pad > 0; pad -= len(spaces) {
+				bw.WriteString(spaces[:min(pad, len(spaces))])
+			}
+		}
+		bw.WriteByte('\n')
+	}
+	line(head)
+	for _, a := range attempts {
+		line(cells(a))
+	}
+	_ = bw.Flush()
 }
 
 // addNames adds the keys of m not in names yet.
@@ -183,9 +215,9 @@ func seNote(e *results.Estimate) string {
 		return ""
 	}
 	if e.Clustered {
-		return fmt.Sprintf("SE %s, clustered by task", results.Num(*e.SE))
+		return fmt.Sprintf("SE %s, clustered by task", results.Num(e.SE))
 	}
-	return "SE " + results.Num(*e.SE)
+	return "SE " + results.Num(e.SE)
 }
 
 func seconds(s float64) string {

@@ -1,0 +1,69 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// TestDecodeSummaryAgreesWithJSON: the hand-written fast path decodes every
+// summary putSummary can write exactly as encoding/json does, and gives up
+// (to encoding/json) on what it does not handle.
+func TestDecodeSummaryAgreesWithJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	strs := []string{"", "a", "smoke/oracle/hello#1", `quote " inside`, "back\\slash", "<html>&", "ünïcode ✓", "tab\there"}
+	floats := []float64{0, 1, 0.5, -0.25, 1e-7, 123456789.125, 1e21}
+	fast := 0
+	for i := range 2000 {
+		s := Summary{ID: NewID(), Address: strs[rng.IntN(len(strs))], Eval: strs[rng.IntN(len(strs))], Harness: "h", Task: strs[rng.IntN(len(strs))],
+			Repetition: rng.IntN(100), Status: StatusFinished, Class: ClassPassed, Started: rng.Int64N(1 << 42), Imported: i%7 == 0}
+		if i%2 == 0 {
+			f := floats[rng.IntN(len(floats))]
+			s.Reward = &f
+			s.Rewards = map[string]float64{"reward": f, strs[rng.IntN(3)]: floats[rng.IntN(len(floats))]}
+		}
+		if i%3 == 0 {
+			s.Usage = &TokenUsage{InputTokens: rng.Int64N(1e9), CostUSD: floats[rng.IntN(len(floats))]}
+		}
+		if i%5 == 0 {
+			s.Error = strs[rng.IntN(len(strs))]
+		}
+		if i%11 == 0 {
+			sc := 0.5
+			s.Judges = map[string]JudgeSummary{"q": {Score: &sc, Model: "m"}}
+		}
+		enc, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want Summary
+		if err := json.Unmarshal(enc, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeSummary(enc)
+		if err != nil {
+			t.Fatalf("%s: %v", enc, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s\nfast %+v\njson %+v", enc, got, want)
+		}
+		_, ok := decodeSummaryFast(enc)
+		plain := !bytes.Contains(enc, []byte(`\`)) && s.Judges == nil
+		if plain && !ok {
+			t.Errorf("the fast path gave up on %s", enc)
+		}
+		if ok {
+			fast++
+		}
+	}
+	if fast < 100 {
+		t.Errorf("the fast path decoded only %d of 2000 summaries", fast)
+	}
+	for _, bad := range []string{`{"id":"x"`, `{"id":"x","w":}`, `{"zz":1}`, `{"id":"x"} `, `{"n":1.5}`} {
+		if _, ok := decodeSummaryFast([]byte(bad)); ok {
+			t.Errorf("fast path accepted %s", bad)
+		}
+	}
+}
