@@ -433,6 +433,22 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 		if o.StderrTail != "" {
 			files = append(files, trialFile{rel: "agent/stderr.txt", data: []byte(o.StderrTail)})
 		}
+		if d := o.RewardDetails; d != nil && state.ValidSHA256(d.Blob) {
+			files = append(files, trialFile{rel: "verifier/reward-details.json", src: store.BlobPath(d.Blob)})
+		}
+		// hemra's judges, which Harbor has no place for: each model call's
+		// request and response beside the trial, as hemra keeps them.
+		for _, name := range sortedNames(o.Judges) {
+			for _, c := range o.Judges[name].Calls {
+				dir := fmt.Sprintf("judges/%s/calls/%03d", harborjob.SafeName(name), c.Seq)
+				if state.ValidSHA256(c.RequestBlob) {
+					files = append(files, trialFile{rel: dir + "-request.json", src: store.BlobPath(c.RequestBlob)})
+				}
+				if state.ValidSHA256(c.ResponseBlob) {
+					files = append(files, trialFile{rel: dir + "-response.json", src: store.BlobPath(c.ResponseBlob)})
+				}
+			}
+		}
 		for _, art := range o.Artifacts {
 			if !state.ValidSHA256(art.SHA256) || safeRel(art.Path) != nil {
 				continue

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -240,6 +241,35 @@ func TestResultsOnRealApplies(t *testing.T) {
 		for _, p := range []string{"x-hemra", "x-hemra.tar.gz", "x-harbor", "x-harbor.tar.gz", "run.tar.gz", "one", ".hemra"} {
 			assertNoSecret(t, filepath.Join(dir, p))
 		}
+	})
+
+	t.Run("during-apply", func(t *testing.T) {
+		// A writer holds the store (as an apply does) and adds an attempt
+		// that is still running: show, compare and export read beside it,
+		// and count the running attempt apart.
+		w, err := state.Open(store, state.Options{Writer: true, Command: "hemra apply"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		run := &state.Run{Planned: 1}
+		if err := w.BeginRun(run); err != nil {
+			t.Fatal(err)
+		}
+		running := &state.Attempt{Address: "smoke/flaky/hello-world#6", RunID: run.ID,
+			Manifest:    state.Manifest{Eval: "smoke", Harness: "flaky", Task: "hello-world", Repetition: 6},
+			Transitions: []state.Transition{{Status: state.StatusPending}, {Status: state.StatusAgent}}}
+		if err := w.AddAttempt(running); err != nil {
+			t.Fatal(err)
+		}
+		out := hemraOK(t, dir, nil, "show")
+		if !regexp.MustCompile(`smoke/flaky/hello-world#6 +agent`).MatchString(out) {
+			t.Errorf("show during an apply does not list the running attempt:\n%s", out)
+		}
+		if !regexp.MustCompile(`B smoke/flaky +21 +9 +0 +1 `).MatchString(hemraOK(t, dir, nil, "compare", "smoke/oracle", "smoke/flaky")) {
+			t.Errorf("compare during an apply does not count the running attempt apart")
+		}
+		hemraOK(t, dir, nil, "export", "smoke/flaky", "-out", "during.tar.gz")
 	})
 }
 
