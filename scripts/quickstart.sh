@@ -37,10 +37,15 @@ echo
 echo "==> hemra show"
 "$bin" -chdir="$dir" show
 
+echo
+echo "==> hemra compare smoke/nop smoke/oracle   (the oracle against the negative control)"
+"$bin" -chdir="$dir" compare smoke/nop smoke/oracle
+
 cat <<MSG
 
 The quickstart ran in $dir. Try:
   $bin -chdir=$dir show smoke/oracle/hello-world#1
   $bin -chdir=$dir runs
+  $bin -chdir=$dir export smoke/oracle -out $dir/oracle.tar.gz
   echo '# edited' >> $dir/tasks/hello-world/tests/test.sh && $bin -chdir=$dir plan
 MSG
