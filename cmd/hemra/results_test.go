@@ -150,6 +150,21 @@ func TestResultsOnRealApplies(t *testing.T) {
 		checkIntervalsByHand(t, dir, js)
 	})
 
+	t.Run("selectors", func(t *testing.T) {
+		run := onlyRun(t, dir)
+		if out := hemraOK(t, dir, nil, "compare", run+":smoke/oracle", run+":smoke/flaky"); !strings.Contains(out, "-0.550") {
+			t.Errorf("compare of a run's two evals × harnesses:\n%s", out)
+		}
+		_, errOut, code := hemraCall(dir, nil, "compare", run, "smoke/flaky")
+		if code == 0 || !strings.Contains(errOut, "covers 2 evals × harnesses (smoke/flaky, smoke/oracle): name one as "+run+":EVAL/HARNESS") {
+			t.Errorf("compare of a run with two evals × harnesses: exit %d, %s", code, errOut)
+		}
+		_, errOut, code = hemraCall(dir, nil, "compare", "smoke/nosuch", "smoke/flaky")
+		if code == 0 || !strings.Contains(errOut, "It has: smoke/flaky, smoke/oracle") {
+			t.Errorf("compare of a missing eval × harness: exit %d, %s", code, errOut)
+		}
+	})
+
 	t.Run("show", func(t *testing.T) {
 		out := hemraOK(t, dir, nil, "show", "smoke/flaky")
 		golden(t, "show-group.txt", timeless(out))
@@ -170,6 +185,11 @@ func TestResultsOnRealApplies(t *testing.T) {
 			}
 			if a, b := hemraOK(t, dir, nil, "show"), hemraOK(t, other, nil, "show"); a != b {
 				t.Errorf("show after importing %s differs:\n%s\n---\n%s", out, a, b)
+			}
+			// Two stores side by side: the same results, no difference.
+			cmp := hemraOK(t, dir, nil, "compare", "-b-store", filepath.Join(other, ".hemra"), "smoke/flaky", run+":smoke/flaky")
+			if !strings.Contains(cmp, "Paired difference B − A over 4 tasks: +0.000") {
+				t.Errorf("compare across stores:\n%s", cmp)
 			}
 		}
 		// A file changed after the export: nothing is imported.
