@@ -51,6 +51,10 @@ type Globals struct {
 	Dir string `kong:"-"`
 	// Color is true when colour is wanted and the output is a terminal.
 	Color bool `kong:"-"`
+	// StoreGiven is true when -store was given on the command line (not
+	// from $HEMRA_STORE or the default): hemra harness check keeps its
+	// attempt only then.
+	StoreGiven bool `kong:"-"`
 }
 
 // StorePath is the absolute store folder.
@@ -97,6 +101,21 @@ func normalizeArgs(args []string) []string {
 	return out
 }
 
+// storeFlagGiven reports whether args name -store (or --store), before any
+// "--".
+func storeFlagGiven(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "store" {
+			return true
+		}
+	}
+	return false
+}
+
 // Main runs hemra with explicit streams and environment, so tests can run
 // it in-process. It returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
@@ -126,6 +145,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []st
 		args = []string{"--help"}
 	}
 	ctx, err := parser.Parse(normalizeArgs(args))
+	cli.Globals.StoreGiven = storeFlagGiven(args)
 	if exit >= 0 {
 		return exit
 	}

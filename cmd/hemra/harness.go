@@ -35,13 +35,18 @@ func (c *HarnessCheckCmd) Help() string {
 $TMPDIR/hemra-check-* that is removed at the end: nothing is recorded in
 the eval directory's store, and on docker the agent's snapshot and every
 container it made are removed from the engine (after an error or an
-interrupt too). Every protocol line is printed as it passes
+interrupt too). With -store DIR given on the command line, the attempt is
+kept in that store instead (its record, events and artifacts), at
+check/<harness>/<task>#1: hemra -store DIR show it (a plan of the eval
+directory lists it as orphaned; it is not declared). $HEMRA_STORE alone
+keeps nothing. Every protocol line is printed as it passes
 ("→" to the harness, "←" from it, stderr indented), then the verifier's
 reward.
 
 Example:
 
   hemra harness check agent -task tasks/hello-world
+  hemra harness check agent -store .hemra-checks   # keep the attempt
 
 Exit status: 0 when the attempt ran to its end (a reward of 0 included),
 1 on a protocol, verifier or infrastructure error.`
@@ -91,6 +96,13 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	}
 	defer os.RemoveAll(tmp)
 	storeDir := filepath.Join(tmp, "store")
+	keep := g.StoreGiven
+	if keep {
+		storeDir = g.StorePath()
+		if abs, err := filepath.Abs(storeDir); err == nil {
+			storeDir = abs
+		}
+	}
 
 	// Images as plan resolves them: the lock file first, else live.
 	lock, ldiags := planner.ReadLockFile(g.Dir)
@@ -112,14 +124,19 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	}
 	store, err := state.Open(storeDir, state.Options{Writer: true, Command: "hemra harness check"})
 	if err != nil {
-		return err
+		return lockError(g, err)
 	}
 	defer store.Close()
+	if keep {
+		if _, err := store.RecoverInterrupted(); err != nil {
+			return fmt.Errorf("recovering attempts a previous hemra left open: %w", err)
+		}
+	}
 	providers, err := providersFor(g, plan, &one)
 	if err != nil {
 		return err
 	}
-	if p, ok := providers[config.KindDocker].(*docker.Provider); ok {
+	if p, ok := providers[config.KindDocker].(*docker.Provider); ok && !keep {
 		// The store is thrown away, and so is everything the engine holds
 		// for it: the agent's snapshot, and any container an error or an
 		// interrupt left.
@@ -165,6 +182,9 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	}
 	if a, err := store.Attempt(r.AttemptID); err == nil && a.Outcome != nil && a.Outcome.StderrTail != "" {
 		fmt.Fprintf(g.Stdout, "\nStderr (tail):\n%s\n", lastLines(a.Outcome.StderrTail, 20))
+	}
+	if keep {
+		fmt.Fprintf(g.Stdout, "\nKept attempt %s at %s in %s: hemra -store %s show '%s'\n", r.AttemptID, r.Address, storeDir, g.Store, r.Address)
 	}
 	switch r.Class {
 	case state.ClassProtocolError, state.ClassVerifierError, state.ClassInfraError, state.ClassInterrupted:
