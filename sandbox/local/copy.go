@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -116,7 +115,7 @@ func copyFile(src *os.Root, name string, dst *os.Root, target string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if err := copyContent(out, in, fi.Size()); err != nil {
 		out.Close()
 		return err
 	}

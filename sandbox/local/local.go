@@ -147,6 +147,20 @@ func (p *Provider) Validate(s sandbox.Settings) error {
 // artifacts/) under spec.Workspace and, when spec.Snapshot is set,
 // restores a snapshot into them. tests/ and solution/ are created only by
 // the uploads that fill them.
+// RemoveSnapshot removes a snapshot folder an instance's Snapshot made (a
+// workspace's snapshot/), once the executor no longer needs it: the
+// attempt it belongs to was superseded. Anything else is refused.
+func (p *Provider) RemoveSnapshot(_ context.Context, ref string) error {
+	ref = filepath.Clean(ref)
+	if !filepath.IsAbs(ref) || filepath.Base(ref) != SnapshotDir {
+		return fmt.Errorf("local sandbox: %s is not a snapshot folder", ref)
+	}
+	if err := os.RemoveAll(ref); err != nil {
+		return fmt.Errorf("local sandbox: removing snapshot %s: %w", ref, err)
+	}
+	return nil
+}
+
 func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instance, error) {
 	if !supported {
 		return nil, errors.New("the local sandbox is not supported on " + runtime.GOOS)
