@@ -112,6 +112,11 @@ func WithDefaults(s Settings, set map[string]bool) Settings {
 	if s.Kind != kindDocker && s.Kind != kindK8s {
 		return s
 	}
+	if s.TaskDefaults == HarborDefaults {
+		// Harbor injects no limits and takes the network from task.toml
+		// (ForTask); only what the operator wrote applies.
+		return s
+	}
 	if s.Network == "" {
 		s.Network = "none"
 	}
@@ -148,6 +153,9 @@ func Loosenings(s Settings) []string {
 		}
 		if s.User != "" {
 			out = append(out, fmt.Sprintf("user = %q (instead of the operator's uid)", s.User))
+		}
+		if s.TaskDefaults == HarborDefaults {
+			out = append(out, `task_defaults = "harbor" (Harbor task containers run as the image's USER, with the engine's default capabilities and privilege gain allowed)`)
 		}
 	case kindK8s:
 		if s.Network != "" && s.Network != "none" {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 )
@@ -53,7 +54,17 @@ type Settings struct {
 	ReadOnly bool     `json:"read_only,omitempty"`
 	User     string   `json:"user,omitempty"` // "" = operator's uid:gid
 	Mounts   []Mount  `json:"mounts,omitempty"`
-	Workdir  string   `json:"workdir,omitempty"` // working directory inside the sandbox
+	Workdir  string   `json:"workdir,omitempty"` // working directory inside the sandbox; "" = the image's WORKDIR (docker)
+	// TaskDefaults "harbor" runs a Harbor task's containers with Harbor's
+	// defaults instead of hemra's hardened ones: the image's USER, the
+	// engine's default capabilities, privilege gain allowed, the network
+	// task.toml asks for, and no limits but task.toml's. Every difference
+	// is a recorded loosening.
+	TaskDefaults string `json:"task_defaults,omitempty"`
+	// TaskImage says the sandbox runs the Harbor task's own image (its
+	// Dockerfile's build or its docker_image), which starts as Harbor
+	// starts it; otherwise the harness's image.
+	TaskImage bool `json:"task_image,omitempty"`
 	// Build, when set, is a task image the provider builds (docker: from a
 	// Harbor task's environment/Dockerfile) instead of running Image.
 	Build *Build `json:"build,omitempty"`
@@ -175,6 +186,29 @@ type Spec struct {
 	// Deadline bounds the instance's whole life (kubernetes: the pod's
 	// activeDeadlineSeconds); 0 means the provider's default.
 	Deadline time.Duration
+	// KeepEntrypoint starts the instance as Harbor starts a task's
+	// environment: the image's ENTRYPOINT runs (as the image's USER) with a
+	// keep-alive command, the image's WORKDIR and ENV are kept, the
+	// instance waits for the image's HEALTHCHECK, and every command runs
+	// through Exec with its values passed by name. OneCommand is ignored.
+	KeepEntrypoint bool
+	// User is the user the instance's commands run as when an ExecRequest
+	// names none (a Harbor task's [agent] user); "" means Settings.User,
+	// else the operator's uid (the image's USER with TaskDefaults
+	// "harbor").
+	User string
+}
+
+// HarborDefaults is Settings.TaskDefaults for Harbor's defaults.
+const HarborDefaults = "harbor"
+
+// ExecutableUploader is an Instance that can mark uploaded files
+// executable without running a command, as Harbor's `chmod +x` of
+// solve.sh and test.sh does.
+type ExecutableUploader interface {
+	// UploadExecutable is Upload with the files named in executable
+	// (slash paths relative to hostPath) given the executable bits.
+	UploadExecutable(ctx context.Context, hostPath, path string, executable []string) error
 }
 
 // Provider is one sandbox kind.
@@ -231,6 +265,11 @@ type ExecRequest struct {
 	Stdin   bool // attach stdin (protocol harnesses)
 	// Timeout bounds the command; 0 means the context's deadline only.
 	Timeout time.Duration
+	// KeepBackground leaves what the command started in the background
+	// running after it ends, as `docker exec` does (Harbor's agent starts
+	// servers its shared-mode tests reach). Otherwise it ends with the
+	// command. The instance's Stop ends everything either way.
+	KeepBackground bool
 }
 
 // Process is a running command.
@@ -246,3 +285,43 @@ type Process interface {
 	// Wait waits for the process and everything it started to end.
 	Wait() (exitCode int, err error)
 }
+
+// DownloadLimits bound one download while it copies: a file larger than
+// MaxFileBytes, more than MaxTotalBytes in all or more than MaxFiles
+// entries stops it at once. Zero means no bound.
+type DownloadLimits struct {
+	MaxFileBytes  int64
+	MaxTotalBytes int64
+	MaxFiles      int
+	// Skipped, when set, hears of every entry left out (a symlink, a
+	// device), with its path inside the sandbox and why.
+	Skipped func(path, reason string)
+}
+
+// QuotaError is a download its limits stopped. Nothing of it is kept on
+// the host: not the refused file, not what was copied before it.
+type QuotaError struct {
+	Path string // inside the sandbox
+	Msg  string
+}
+
+func (e *QuotaError) Error() string { return e.Path + ": " + e.Msg }
+
+// LimitedDownloader is an Instance whose downloads enforce limits while
+// they copy, so a refused file is never written to the host in full.
+type LimitedDownloader interface {
+	DownloadLimited(ctx context.Context, path, hostPath string, limits DownloadLimits) error
+}
+
+// BuildError is an image that does not build (the engine refused its
+// Dockerfile or a build step failed): deterministic, so the task's error,
+// not the infrastructure's.
+type BuildError struct{ Err error }
+
+func (e *BuildError) Error() string { return e.Err.Error() }
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// ErrStopped is an Exec refused because the instance's container stopped
+// by itself (a task image whose ENTRYPOINT exits instead of running the
+// command it is given): the task's error, not the infrastructure's.
+var ErrStopped = errors.New("the sandbox's container has stopped")

@@ -5,9 +5,11 @@ import "github.com/hemra-dev/hemra/dataset"
 // ForTask narrows the operator's settings s of a container sandbox by a
 // Harbor task's task.toml [environment]: cpus and memory_mb lower the
 // limits (never raise them past the operator's), allow_internet = false
-// closes the network while allow_internet = true opens nothing the
-// operator did not, and the task's workdir is used. Other kinds, and
-// tasks without a task.toml, keep s.
+// (or network_mode = "no-network") closes the network while
+// allow_internet = true opens nothing the operator did not, and the
+// task's workdir is used. Under task_defaults = "harbor" a network the
+// operator left unset is Harbor's: public unless the task says
+// no-network. Other kinds, and tasks without a task.toml, keep s.
 func ForTask(s Settings, t *dataset.Task) Settings {
 	if t == nil || t.Config == nil || kindOf(s) != kindDocker {
 		return s
@@ -19,8 +21,14 @@ func ForTask(s Settings, t *dataset.Task) Settings {
 	if mem := env.MemoryMB << 20; env.MemoryMB > 0 && (s.Memory <= 0 || mem < s.Memory) {
 		s.Memory = mem
 	}
-	if env.AllowInternet != nil && !*env.AllowInternet {
+	closed := env.NetworkMode == "no-network" || env.NetworkMode == "" && env.AllowInternet != nil && !*env.AllowInternet
+	switch {
+	case closed:
 		s.Network = "none"
+	case s.TaskDefaults == HarborDefaults && s.Network == "":
+		// Harbor's network policy: public unless task.toml says
+		// no-network (models/task/config.py BaselineNetworkPolicyConfig).
+		s.Network = "bridge"
 	}
 	if env.Workdir != "" {
 		s.Workdir = env.Workdir

@@ -80,6 +80,36 @@ func EnsureBusybox(ctx context.Context, cli *client.Client) (string, error) {
 	})
 }
 
+// BashStaticPath is where Debian's bash-static puts its binary.
+const BashStaticPath = "/bin/bash-static"
+
+// EnsureBusyboxBash builds (once) the busybox image with a static bash at
+// /bin/bash, for Harbor task fixtures whose scripts need bash (as real
+// ones do). Without Debian's bash-static the test is skipped, or fails
+// under HEMRA_TEST_DOCKER=1.
+func EnsureBusyboxBash(ctx context.Context, t testing.TB, cli *client.Client) string {
+	t.Helper()
+	bash, err := os.ReadFile(BashStaticPath)
+	if err != nil {
+		if os.Getenv("HEMRA_TEST_DOCKER") == "1" {
+			t.Fatalf("HEMRA_TEST_DOCKER=1 but no static bash: %v (install Debian's bash-static)", err)
+		}
+		t.Skipf("no static bash (%v): install Debian's bash-static", err)
+	}
+	base, err := EnsureBusybox(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := Ensure(ctx, cli, "hemra-test/busybox-bash", map[string][]byte{
+		"Dockerfile": []byte("FROM " + base + "\nCOPY bash /bin/bash\n"),
+		"bash":       bash,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}
+
 // GoBinary builds a Go main package statically (CGO_ENABLED=0) and returns
 // the binary's bytes. pkg is an import path or a directory.
 func GoBinary(ctx context.Context, pkg string) ([]byte, error) {

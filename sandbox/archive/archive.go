@@ -15,6 +15,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/hemra-dev/hemra/sandbox"
 )
 
 // Owner is who files written into an archive belong to; Set false leaves
@@ -34,6 +36,13 @@ func (o Owner) header(h *tar.Header) *tar.Header {
 // WriteTree writes hostPath under name prefix: the missing parent
 // folders of prefix, then the file or the folder's tree.
 func WriteTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o Owner) error {
+	return WriteTreeExec(tw, hostPath, st, prefix, o, nil)
+}
+
+// WriteTreeExec is WriteTree with the files named in exec (slash paths
+// relative to hostPath; "" for hostPath itself) made executable, as
+// Harbor's `chmod +x` of solve.sh and test.sh.
+func WriteTreeExec(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o Owner, exec map[string]bool) error {
 	if prefix != "" {
 		parts := strings.Split(prefix, "/")
 		last := len(parts)
@@ -47,7 +56,7 @@ func WriteTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o
 		}
 	}
 	if !st.IsDir() {
-		return WriteFile(tw, hostPath, prefix, st, o)
+		return writeFile(tw, hostPath, prefix, st, o, exec[""])
 	}
 	return filepath.WalkDir(hostPath, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -69,7 +78,7 @@ func WriteTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o
 		case d.IsDir():
 			return tw.WriteHeader(o.header(&tar.Header{Name: name + "/", Mode: int64(info.Mode().Perm()), Typeflag: tar.TypeDir, ModTime: info.ModTime()}))
 		case info.Mode().IsRegular():
-			return WriteFile(tw, p, name, info, o)
+			return writeFile(tw, p, name, info, o, exec[filepath.ToSlash(rel)])
 		}
 		return nil // symlinks, devices, sockets: skipped
 	})
@@ -77,12 +86,20 @@ func WriteTree(tw *tar.Writer, hostPath string, st fs.FileInfo, prefix string, o
 
 // WriteFile writes one regular host file under name.
 func WriteFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o Owner) error {
+	return writeFile(tw, hostPath, name, info, o, false)
+}
+
+func writeFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o Owner, executable bool) error {
 	f, err := os.Open(hostPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := tw.WriteHeader(o.header(&tar.Header{Name: name, Mode: int64(info.Mode().Perm()), Size: info.Size(), Typeflag: tar.TypeReg, ModTime: info.ModTime()})); err != nil {
+	mode := int64(info.Mode().Perm())
+	if executable {
+		mode |= 0o111
+	}
+	if err := tw.WriteHeader(o.header(&tar.Header{Name: name, Mode: mode, Size: info.Size(), Typeflag: tar.TypeReg, ModTime: info.ModTime()})); err != nil {
 		return err
 	}
 	_, err = io.CopyN(tw, f, info.Size())
@@ -96,6 +113,16 @@ func WriteFile(tw *tar.Writer, hostPath, name string, info fs.FileInfo, o Owner)
 // a symlink is never followed, and more than max bytes of files is an
 // error.
 func Extract(r io.Reader, hostPath string, isDir bool, max int64) error {
+	return ExtractLimited(r, hostPath, isDir, max, "", sandbox.DownloadLimits{})
+}
+
+// ExtractLimited is Extract with lim enforced as the archive is read: the
+// headers announce each file's size before its bytes, so a file over its
+// quota is refused before any of it is written (*sandbox.QuotaError,
+// naming it by its path inside the sandbox, under inside); entries left
+// out are told to lim.Skipped. The caller removes what a refused
+// extraction wrote.
+func ExtractLimited(r io.Reader, hostPath string, isDir bool, max int64, inside string, lim sandbox.DownloadLimits) error {
 	if isDir {
 		if err := os.MkdirAll(hostPath, 0o755); err != nil {
 			return err
@@ -109,6 +136,7 @@ func Extract(r io.Reader, hostPath string, isDir bool, max int64) error {
 	}
 	root = filepath.Join(root, filepath.Base(hostPath))
 	var total int64
+	entries := 0
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -123,6 +151,18 @@ func Extract(r io.Reader, hostPath string, isDir bool, max int64) error {
 		if !isDir {
 			rest = ""
 		}
+		entries++
+		if lim.MaxFiles > 0 && entries > lim.MaxFiles {
+			return &sandbox.QuotaError{Path: inside, Msg: fmt.Sprintf("more than the quota of %d entries", lim.MaxFiles)}
+		}
+		if h.Typeflag == tar.TypeReg {
+			if lim.MaxFileBytes > 0 && h.Size > lim.MaxFileBytes {
+				return &sandbox.QuotaError{Path: path.Join(inside, rest), Msg: fmt.Sprintf("%d bytes, over the quota of %d bytes per file", h.Size, lim.MaxFileBytes)}
+			}
+			if lim.MaxTotalBytes > 0 && total+h.Size > lim.MaxTotalBytes {
+				return &sandbox.QuotaError{Path: path.Join(inside, rest), Msg: fmt.Sprintf("over the quota of %d bytes for the folder", lim.MaxTotalBytes)}
+			}
+		}
 		if strings.HasPrefix(rest, "../") || rest == ".." {
 			continue
 		}
@@ -134,6 +174,10 @@ func Extract(r io.Reader, hostPath string, isDir bool, max int64) error {
 			continue
 		}
 		switch h.Typeflag {
+		case tar.TypeSymlink, tar.TypeLink, tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			if lim.Skipped != nil {
+				lim.Skipped(path.Join(inside, rest), describeType(h.Typeflag))
+			}
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
 				return err
@@ -178,4 +222,16 @@ func Extract(r io.Reader, hostPath string, isDir bool, max int64) error {
 
 func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+func describeType(t byte) string {
+	switch t {
+	case tar.TypeSymlink:
+		return "a symlink (never followed)"
+	case tar.TypeLink:
+		return "a hard link"
+	case tar.TypeFifo:
+		return "a named pipe"
+	}
+	return "a device"
 }

@@ -2,8 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -98,85 +97,35 @@ func BuildHash(files []dataset.File, from map[string]string) string {
 
 // FromRefs lists the image references of a Dockerfile's FROM lines, in
 // order and without repeats, leaving out `scratch` and earlier build
-// stages. A FROM that uses a build argument cannot be pinned and is an
-// error.
+// stages. A FROM built from an ARG is expanded to the ARG's default
+// (dataset.DockerfileFroms); one without a default cannot be pinned and
+// is an error.
 func FromRefs(dockerfile []byte) ([]string, error) {
 	var refs []string
 	seen := map[string]bool{}
-	stages := map[string]bool{}
-	for _, ins := range instructions(dockerfile) {
-		f := strings.Fields(ins.text)
-		if len(f) == 0 || !strings.EqualFold(f[0], "FROM") {
-			continue
+	for _, f := range dataset.DockerfileFroms(dockerfile) {
+		if f.Err != "" {
+			return nil, fmt.Errorf("line %d: %s", f.Line, f.Err)
 		}
-		args := f[1:]
-		for len(args) > 0 && strings.HasPrefix(args[0], "--") {
-			args = args[1:]
-		}
-		if len(args) == 0 {
-			return nil, fmt.Errorf("line %d: FROM without an image", ins.line)
-		}
-		ref := args[0]
-		isStage := stages[strings.ToLower(ref)]
-		if len(args) >= 3 && strings.EqualFold(args[1], "AS") {
-			stages[strings.ToLower(args[2])] = true
-		}
-		switch {
-		case strings.EqualFold(ref, "scratch"), isStage:
-			continue
-		case strings.Contains(ref, "$"):
-			return nil, fmt.Errorf("line %d: FROM %s uses a build argument, which hemra cannot pin to a digest; write the image reference out", ins.line, ref)
-		}
-		if !seen[ref] {
-			seen[ref] = true
-			refs = append(refs, ref)
+		if !seen[f.Ref] {
+			seen[f.Ref] = true
+			refs = append(refs, f.Ref)
 		}
 	}
 	return refs, nil
 }
 
-type instruction struct {
-	line int
-	text string
-}
-
-// instructions joins a Dockerfile's continuation lines and drops comments.
-func instructions(df []byte) []instruction {
-	var out []instruction
-	var cur strings.Builder
-	start := 0
-	sc := bufio.NewScanner(bytes.NewReader(df))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimRight(sc.Text(), "\r")
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") {
-			continue
-		}
-		if cur.Len() == 0 {
-			start = n
-		}
-		if strings.HasSuffix(trimmed, "\\") {
-			cur.WriteString(strings.TrimSuffix(trimmed, "\\"))
-			cur.WriteByte(' ')
-			continue
-		}
-		cur.WriteString(trimmed)
-		if s := strings.TrimSpace(cur.String()); s != "" {
-			out = append(out, instruction{line: start, text: s})
-		}
-		cur.Reset()
-	}
-	if s := strings.TrimSpace(cur.String()); s != "" {
-		out = append(out, instruction{line: start, text: s})
-	}
-	return out
-}
-
-// pinDockerfile rewrites the FROM lines' references to their pinned ones.
+// pinDockerfile rewrites the FROM lines' references to their pinned ones
+// (from is keyed by the expanded reference: a FROM ${BASE} is pinned to
+// what its ARG default resolved to).
 func pinDockerfile(df []byte, from map[string]string) []byte {
+	raw := map[string]string{}
+	for _, f := range dataset.DockerfileFroms(df) {
+		if pin, ok := from[f.Ref]; ok && f.Err == "" {
+			raw[f.Raw] = pin
+		}
+	}
+	from = raw
 	lines := strings.SplitAfter(string(df), "\n")
 	for i, line := range lines {
 		f := strings.Fields(line)
@@ -270,6 +219,10 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 	})
 	if err != nil {
 		pr.CloseWithError(err)
+		if errdefs.IsInvalidParameter(err) {
+			// The engine refused the Dockerfile or the context.
+			return "", &sandbox.BuildError{Err: fmt.Errorf("building the task image: %w", err)}
+		}
 		return "", fmt.Errorf("building the task image: %w", err)
 	}
 	defer resp.Body.Close()
@@ -281,6 +234,11 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 		}
 	})
 	if err != nil {
+		var se *streamError
+		if errors.As(err, &se) {
+			// A build step failed or the Dockerfile does not parse.
+			return "", &sandbox.BuildError{Err: fmt.Errorf("building the task image from %s: %w", b.Context, err)}
+		}
 		return "", fmt.Errorf("building the task image from %s: %w", b.Context, err)
 	}
 	if id == "" {
@@ -296,9 +254,15 @@ func (p *Provider) EnsureTaskImage(ctx context.Context, b *sandbox.Build) (strin
 
 // contextTar writes the build context with the pinned Dockerfile. Regular
 // files, folders and symlinks (as links, for the engine to resolve inside
-// the context) are sent. .dockerignore is not applied: the whole context
-// is hashed and sent, as hemra fingerprints it.
+// the context) are sent, but for what .dockerignore leaves out, as docker
+// applies it (the planner's build hash leaves the same files out).
 func contextTar(w io.Writer, dir string, dockerfile []byte) error {
+	var ignore *dataset.DockerIgnore
+	if data, err := os.ReadFile(filepath.Join(dir, ".dockerignore")); err == nil {
+		if ignore, err = dataset.ParseDockerIgnore(data); err != nil {
+			return err
+		}
+	}
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -309,6 +273,12 @@ func contextTar(w io.Writer, dir string, dockerfile []byte) error {
 			return nil
 		}
 		name := filepath.ToSlash(rel)
+		if ignore.Ignored(name) {
+			if d.IsDir() && ignore.SkipDir(name) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err

@@ -8,16 +8,19 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/hemra-dev/hemra/sandbox"
@@ -49,6 +52,16 @@ type instance struct {
 	cfg      *container.Config
 	hc       *container.HostConfig
 
+	// keepEntrypoint: started as Harbor starts a task's environment (see
+	// sandbox.Spec.KeepEntrypoint); harbor: with task_defaults "harbor";
+	// image is the image's configuration then.
+	keepEntrypoint bool
+	harbor         bool
+	image          *imageConfig
+	// owner is the instance's user name resolved in the container.
+	ownerOnce sync.Once
+	owner     owner
+
 	mu      sync.Mutex // guards mode and pending against concurrent calls
 	mode    int
 	pending []pendingUpload // uploads made before the container existed
@@ -72,7 +85,10 @@ const (
 	modeMain
 )
 
-type pendingUpload struct{ host, dst string }
+type pendingUpload struct {
+	host, dst  string
+	executable []string
+}
 
 // ensureContainer creates the container the classic way when nothing
 // has yet (a OneCommand instance read back or snapshotted before any
@@ -127,14 +143,19 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		Cmd:          req.Command,
 	})
 	if err != nil {
+		if errdefs.IsConflict(err) && in.keepEntrypoint {
+			// The container is not running: its entrypoint ended.
+			return nil, fmt.Errorf("exec %s: %w: the image's ENTRYPOINT must keep running the command it is given (Harbor starts it with sh -c \"sleep infinity\")%s", req.Command[0], sandbox.ErrStopped, in.logTail(ctx))
+		}
 		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
 	}
 	hj, err := in.p.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
 	}
-	pr := &process{in: in, execID: created.ID, hj: hj}
+	pr := &process{in: in, execID: created.ID, hj: hj, keepBackground: req.KeepBackground}
 	in.stream(ctx, pr, req)
+	go pr.watch(req.Stdin)
 	return pr, nil
 }
 
@@ -146,7 +167,7 @@ func (in *instance) stream(ctx context.Context, pr *process, req sandbox.ExecReq
 	pr.copied, pr.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		_, err := stdcopy.StdCopy(pr.stdout, pr.stderr, hj.Reader)
-		if err == nil {
+		if err == nil || pr.forced.Load() {
 			err = io.EOF
 		}
 		pr.stdout.closeWithError(err)
@@ -292,12 +313,70 @@ func (in *instance) runMain(ctx context.Context, req sandbox.ExecRequest) (sandb
 		cancelWait: cancelWait,
 	}
 	in.stream(ctx, pr, req)
+	if req.Stdin {
+		go pr.watchMainStdout()
+	}
 	return pr, nil
+}
+
+// watchMainStdout ends a main-mode harness's stdout once no process of
+// the container but its init holds the stdout pipe any more (the harness
+// closed it while it keeps running), as a pipe's end would; the protocol
+// then stops the harness. Local engines only (it reads /proc).
+func (pr *process) watchMainStdout() {
+	if !pr.in.p.local() {
+		return
+	}
+	var initPid int
+	var pipe string
+	for i := 0; i < 100 && pipe == ""; i++ {
+		select {
+		case <-pr.copied:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		insp, err := pr.in.p.cli.ContainerInspect(ctx, pr.in.id)
+		cancel()
+		if err != nil || insp.State == nil || !insp.State.Running || insp.State.Pid <= 0 {
+			continue
+		}
+		initPid = insp.State.Pid
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", initPid)); err == nil && strings.HasPrefix(l, "pipe:") {
+			pipe = l
+		}
+	}
+	if pipe == "" {
+		return
+	}
+	for {
+		select {
+		case <-pr.copied:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		var pids []int
+		for _, p := range pr.containerPids() {
+			if p != initPid {
+				pids = append(pids, p)
+			}
+		}
+		if len(pids) > 0 && !pipeHeld(pids, pipe) {
+			pr.stdout.closeWithError(io.EOF)
+			return
+		}
+	}
 }
 
 type process struct {
 	in     *instance
 	execID string
+	// keepBackground: what the command started keeps running after it
+	// (sandbox.ExecRequest.KeepBackground).
+	keepBackground bool
+	// forced: watch ended the output streams (the command ended while a
+	// background process still held them).
+	forced atomic.Bool
 	// main: the container's main process (runMain), whose exit the
 	// container's wait reports.
 	main       bool
@@ -402,8 +481,8 @@ func (pr *process) Wait() (int, error) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		// What the command left running in the background ends with it,
-		// as on the local sandbox.
-		if sid := pr.sessionID(); sid > 0 {
+		// as on the local sandbox, unless the caller keeps it.
+		if sid := pr.sessionID(); sid > 0 && !pr.keepBackground {
 			for _, pid := range sessionPids(sid, pr.in.id) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -595,7 +674,9 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	if len(in.volumes) == 0 && len(bound) == 0 {
 		return res.ID, nil
 	}
-	tmp, err := in.p.cli.ContainerCreate(ctx, &container.Config{Image: res.ID, Entrypoint: keepAlive[:1], Cmd: keepAlive[1:], Labels: lbl},
+	// Created, never started: it keeps the commit's entrypoint and
+	// command, so the snapshot starts as the agent's container did.
+	tmp, err := in.p.cli.ContainerCreate(ctx, &container.Config{Image: res.ID, Labels: lbl},
 		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
@@ -621,7 +702,7 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 		pr, pw := io.Pipe()
 		go func() {
 			tw := tar.NewWriter(pw)
-			err := archive.WriteTree(tw, host, st, strings.TrimPrefix(target, "/"), ownerOf(in.user).archiveOwner())
+			err := archive.WriteTree(tw, host, st, strings.TrimPrefix(target, "/"), in.fileOwner(ctx).archiveOwner())
 			if err == nil {
 				err = tw.Close()
 			}
@@ -735,4 +816,121 @@ func (p *pipe) closeWithError(err error) {
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
+}
+
+// execLinger is how long an exec's output may stay open after its command
+// ended: what the command started in the background and still holds the
+// stream is then cut off (docker ends an exec's stream only when every
+// holder closes it; Harbor redirects to a file, which never blocks).
+const execLinger = time.Second
+
+// watch notices, for a command run through exec, that its process ended
+// while the output stream stays open (a background process holds it), and
+// then ends the streams after execLinger; and, for a protocol harness
+// (stdin attached), that no process holds its stdout any more (it closed
+// it), and then ends stdout as a pipe's end would. On a local engine it
+// reads /proc (one stat per tick); elsewhere it asks the engine, less often.
+func (pr *process) watch(protocol bool) {
+	local := pr.in.p.local()
+	pid := 0
+	var stdoutPipe string
+	tick := 500 * time.Millisecond
+	if local {
+		pid = pr.sessionID()
+		if pid <= 0 {
+			return
+		}
+		tick = 50 * time.Millisecond
+	}
+	watchStdout := protocol && local
+	unseen := 0 // scans in a row that found no process with a pipe at fd 1
+	lastScan := time.Now()
+	for {
+		select {
+		case <-pr.copied:
+			return
+		case <-time.After(tick):
+		}
+		if pr.exited(pid) {
+			select {
+			case <-pr.copied:
+			case <-time.After(execLinger):
+				pr.forced.Store(true)
+				_ = pr.hj.Conn.Close()
+			}
+			return
+		}
+		if watchStdout && time.Since(lastScan) >= 500*time.Millisecond {
+			lastScan = time.Now()
+			pids := sessionPids(pid, pr.in.id)
+			// Only a session whose leader is seen can be said to have
+			// let go of the pipe.
+			if !slices.Contains(pids, pid) {
+				continue
+			}
+			if stdoutPipe == "" {
+				// The pipe is whatever the session's processes have at fd 1
+				// (the harness may have closed it before the first look).
+				stdoutPipe = pipeAtFd1(pids)
+			}
+			closed := false
+			if stdoutPipe == "" {
+				unseen++
+				closed = unseen >= 2
+			} else {
+				closed = !pipeHeld(pids, stdoutPipe)
+			}
+			if closed {
+				pr.stdout.closeWithError(io.EOF)
+				watchStdout = false
+			}
+		}
+	}
+}
+
+// exited reports whether the exec's own process has ended.
+func (pr *process) exited(pid int) bool {
+	if pid > 0 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		st := string(b)
+		if i := strings.LastIndexByte(st, ')'); i >= 0 && len(st) > i+2 {
+			return st[i+2] == 'Z' || st[i+2] == 'X'
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
+	return err == nil && !insp.Running
+}
+
+// pipeAtFd1 is the pipe one of pids has as its stdout, or "".
+func pipeAtFd1(pids []int) string {
+	for _, pid := range pids {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid)); err == nil && strings.HasPrefix(l, "pipe:") {
+			return l
+		}
+	}
+	return ""
+}
+
+// pipeHeld reports whether any of pids has pipe (a /proc fd link target,
+// "pipe:[N]") open.
+func pipeHeld(pids []int, pipe string) bool {
+	for _, pid := range pids {
+		dir := fmt.Sprintf("/proc/%d/fd", pid)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && l == pipe {
+				return true
+			}
+		}
+	}
+	return false
 }

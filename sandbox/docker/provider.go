@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,10 @@ const (
 	PathTests       = "/tests"
 	PathSolution    = "/solution"
 )
+
+// harborKeepAlive is the command a Harbor task's container runs after the
+// image's ENTRYPOINT (Harbor's docker-compose-build.yaml).
+var harborKeepAlive = []string{"sh", "-c", "sleep infinity"}
 
 // keepAlive is the container's main process unless a OneCommand instance
 // runs its command as the main process: a long sleep, so commands run
@@ -66,7 +71,8 @@ type Provider struct {
 	buildMu sync.Mutex
 	builds  map[string]*sync.Mutex // per context hash: one build at a time
 
-	present sync.Map // image reference → reference to run, known to be in the engine
+	present      sync.Map // image reference → reference to run, known to be in the engine
+	imageConfigs sync.Map // image reference → *imageConfig
 }
 
 // NewClient connects to the engine named by environ's DOCKER_HOST (the
@@ -210,9 +216,24 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	}
 
 	paths := PathsFor(s)
-	user := s.User
+	harbor := spec.KeepEntrypoint && s.TaskDefaults == sandbox.HarborDefaults
+	user := spec.User
 	if user == "" {
+		user = s.User
+	}
+	if user == "" && !harbor {
 		user = p.user
+	}
+	var ic *imageConfig
+	if spec.KeepEntrypoint {
+		var err error
+		if ic, err = p.imageConfigOf(ctx, img); err != nil {
+			return nil, err
+		}
+		paths.Workdir = s.Workdir
+		if paths.Workdir == "" {
+			paths.Workdir = ic.workdir
+		}
 	}
 	role := spec.Role
 	if role == "" {
@@ -233,6 +254,14 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		// Env stays empty on purpose: values go to each exec, so they are
 		// neither in the container's config nor in a committed snapshot.
 	}
+	if spec.KeepEntrypoint {
+		// Harbor's start: the image's ENTRYPOINT with a keep-alive command
+		// (docker-compose-build.yaml: command sh -c "sleep infinity"), run as
+		// the image's USER in the image's WORKDIR unless task.toml names one.
+		cfg.Entrypoint, cfg.Cmd = nil, harborKeepAlive
+		cfg.User = ""
+		cfg.WorkingDir = s.Workdir
+	}
 	init := true
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(networkMode(s.Network)),
@@ -240,6 +269,11 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		SecurityOpt:    []string{"no-new-privileges"},
 		ReadonlyRootfs: s.ReadOnly,
 		Init:           &init,
+	}
+	if harbor {
+		// Harbor's compose services keep the engine's default capabilities
+		// and allow privilege gain (recorded loosenings).
+		hc.CapDrop, hc.SecurityOpt = nil, nil
 	}
 	if s.Memory > 0 {
 		hc.Memory = s.Memory
@@ -292,10 +326,12 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 			if err := os.Mkdir(host, 0o755); err != nil {
 				return nil, fmt.Errorf("preparing %s: %w", target, err)
 			}
-			if s.User != "" {
-				// Another user than the operator: the folder must be
-				// writable by whoever that is (a recorded loosening).
-				_ = os.Chmod(host, 0o777)
+			// The stage's user (the operator's, a task's [agent] or
+			// [verifier] user, the image's) must be able to write it, as
+			// Harbor's `chmod 777` of its mounted log folders ensures. The
+			// workspace above it is the operator's alone (0700).
+			if err := os.Chmod(host, 0o777); err != nil {
+				return nil, fmt.Errorf("preparing %s: %w", target, err)
 			}
 			binds[target] = host
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: host, Target: target})
@@ -308,7 +344,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		// image, readable by the copy API, removed with the container).
 		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev"}
 		for _, v := range []string{paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts, PathTests, PathSolution} {
-			if binds[v] != "" {
+			if binds[v] != "" || v == "/" || slices.Contains(volumes, v) {
+				// The root is the read-only root itself (an image without
+				// a WORKDIR).
 				continue
 			}
 			volumes = append(volumes, v)
@@ -317,7 +355,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	}
 
 	inst := &instance{p: p, paths: paths, user: user, env: spec.Env, readOnly: s.ReadOnly, volumes: volumes, labels: lbl, binds: binds, hostDir: hostDir,
-		settings: s, cfg: cfg, hc: hc, bare: spec.Bare}
+		settings: s, cfg: cfg, hc: hc, bare: spec.Bare, keepEntrypoint: spec.KeepEntrypoint, harbor: harbor, image: ic}
 	if spec.Bare {
 		// Nothing to prepare and no shell to keep it alive: the first
 		// Exec creates the container with the program as its process.
@@ -326,7 +364,7 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		inst.mode = modeDeferred
 		return inst, nil
 	}
-	if spec.OneCommand && (!s.ReadOnly || isRoot(user)) {
+	if spec.OneCommand && !spec.KeepEntrypoint && (!s.ReadOnly || isRoot(user)) {
 		// The first Exec creates the container with its command as the
 		// main process (see runMain). A read-only container whose working
 		// directory must be opened to another user needs a running
@@ -369,21 +407,51 @@ func (in *instance) create(ctx context.Context, cfg *container.Config) error {
 // copies what was uploaded before it existed.
 func (in *instance) materialize(ctx context.Context) error {
 	cfg := *in.cfg
-	cfg.Entrypoint, cfg.Cmd = keepAlive[:1], keepAlive[1:]
+	if !in.keepEntrypoint {
+		cfg.Entrypoint, cfg.Cmd = keepAlive[:1], keepAlive[1:]
+	}
 	if err := in.create(ctx, &cfg); err != nil {
 		return err
 	}
 	in.mode = modeExec
+	if in.keepEntrypoint {
+		// The Harbor folders exist before the entrypoint runs, as bind
+		// mounts make them exist for Harbor.
+		if err := in.prepare(ctx, &cfg); err != nil {
+			return err
+		}
+	}
 	if err := in.p.cli.ContainerStart(ctx, in.id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("starting the container: %w", err)
 	}
-	if in.readOnly && !isRoot(in.user) {
-		// A read-only container's working directory is a volume the engine
-		// creates as root; its owner (root, without capabilities) can still
-		// open it to the container's user.
-		if err := in.p.runAsRoot(ctx, in.id, []string{"chmod", "0777", in.paths.Workdir}); err != nil {
-			return fmt.Errorf("opening the working directory to user %s: %w", in.user, err)
+	if in.keepEntrypoint {
+		if err := in.awaitStarted(ctx); err != nil {
+			return err
 		}
+	}
+	if in.readOnly {
+		// A read-only container's writable folders are volumes the engine
+		// creates as root; their owner (root, without capabilities) can
+		// still open them to whoever a stage runs as: the log folders
+		// always (Harbor's chmod 777), the working directory when the
+		// container's user is not root.
+		var open []string
+		if !isRoot(in.user) && slices.Contains(in.volumes, in.paths.Workdir) {
+			open = append(open, in.paths.Workdir)
+		}
+		for _, v := range in.volumes {
+			if v == PathAgentLogs || v == PathVerifierLog || v == PathArtifacts {
+				open = append(open, v)
+			}
+		}
+		if len(open) > 0 {
+			if err := in.p.runAsRoot(ctx, in.id, append([]string{"chmod", "0777"}, open...)); err != nil {
+				return fmt.Errorf("opening %s to the stages' users: %w", strings.Join(open, ", "), err)
+			}
+		}
+	}
+	if in.keepEntrypoint {
+		return nil
 	}
 	return in.prepare(ctx, &cfg)
 }
@@ -395,7 +463,23 @@ func (in *instance) materialize(ctx context.Context) error {
 // API works on a created container as on a running one.
 func (in *instance) prepare(ctx context.Context, cfg *container.Config) error {
 	var dirs []string
-	if !in.readOnly {
+	var open map[string]bool
+	if in.keepEntrypoint {
+		// Harbor's ensure_dirs: the log folders exist and anyone may write
+		// them (chmod 777), whoever a stage runs as. With hemra's defaults
+		// the working directory belongs to the stage's user; with Harbor's
+		// the image's folders are left as the image has them.
+		open = map[string]bool{}
+		for _, d := range []string{PathAgentLogs, PathVerifierLog, PathArtifacts} {
+			if in.binds[d] == "" && !in.readOnly {
+				dirs = append(dirs, strings.TrimPrefix(d, "/"))
+				open[strings.TrimPrefix(d, "/")] = true
+			}
+		}
+		if !in.readOnly && !in.harbor && in.paths.Workdir != "/" && !isRoot(in.user) {
+			dirs = append(dirs, strings.TrimPrefix(in.paths.Workdir, "/"))
+		}
+	} else if !in.readOnly {
 		for _, d := range []string{in.paths.Workdir, PathAgentLogs, PathVerifierLog, PathArtifacts} {
 			engineMade := d == cfg.WorkingDir && isRoot(cfg.User)
 			if in.binds[d] == "" && !engineMade {
@@ -404,15 +488,15 @@ func (in *instance) prepare(ctx context.Context, cfg *container.Config) error {
 		}
 	}
 	if len(dirs) > 0 {
-		o := ownerOf(in.user)
-		if err := in.p.cli.CopyToContainer(ctx, in.id, "/", dirTar(dirs, o), o.copyOptions()); err != nil {
+		o := in.fileOwner(ctx)
+		if err := in.p.cli.CopyToContainer(ctx, in.id, "/", dirTarModes(dirs, o, open), o.copyOptions()); err != nil {
 			return fmt.Errorf("creating the Harbor folders in the container: %w", err)
 		}
 	}
 	pending := in.pending
 	in.pending = nil
 	for _, u := range pending {
-		if err := in.upload(ctx, u.host, u.dst); err != nil {
+		if err := in.upload(ctx, u.host, u.dst, u.executable); err != nil {
 			return err
 		}
 	}

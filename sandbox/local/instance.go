@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,6 +127,29 @@ func (in *instance) Upload(ctx context.Context, hostPath, path string) error {
 	return nil
 }
 
+// UploadExecutable is Upload with the files named in executable (slash
+// paths relative to hostPath) made executable, as Harbor's `chmod +x`.
+func (in *instance) UploadExecutable(ctx context.Context, hostPath, path string, executable []string) error {
+	if err := in.Upload(ctx, hostPath, path); err != nil {
+		return err
+	}
+	rel, err := in.resolve(path)
+	if err != nil {
+		return err
+	}
+	for _, e := range executable {
+		name := filepath.Join(rel, filepath.FromSlash(e))
+		st, err := in.root.Lstat(name)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // left out by the copy (a symlink) or never there
+		}
+		if err := in.root.Chmod(name, st.Mode().Perm()|0o111); err != nil {
+			return fmt.Errorf("local sandbox: chmod +x %s: %w", e, err)
+		}
+	}
+	return nil
+}
+
 // Download copies a file or folder at path to hostPath: regular files and
 // folders only. Symlinks and special files are skipped, never followed.
 func (in *instance) Download(ctx context.Context, path, hostPath string) error {
@@ -165,6 +189,60 @@ func (in *instance) Download(ctx context.Context, path, hostPath string) error {
 	default:
 		return fmt.Errorf("local sandbox: download %s: not a regular file or folder; not followed", path)
 	}
+}
+
+// DownloadLimited is Download refused before a byte is copied when the
+// file or folder at path is over the limits (sizes are read without
+// following a symlink; the command that wrote them has ended).
+func (in *instance) DownloadLimited(ctx context.Context, path, hostPath string, lim sandbox.DownloadLimits) error {
+	rel, err := in.resolve(path)
+	if err != nil {
+		return err
+	}
+	var total int64
+	entries := 0
+	err = fs.WalkDir(in.root.FS(), filepath.ToSlash(rel), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		entries++
+		if lim.MaxFiles > 0 && entries > lim.MaxFiles {
+			return &sandbox.QuotaError{Path: path, Msg: fmt.Sprintf("more than the quota of %d entries", lim.MaxFiles)}
+		}
+		if !d.Type().IsRegular() {
+			if !d.IsDir() && lim.Skipped != nil {
+				why := "a special file"
+				if d.Type()&fs.ModeSymlink != 0 {
+					why = "a symlink (never followed)"
+				}
+				lim.Skipped(filepath.Join(path, strings.TrimPrefix(strings.TrimPrefix(p, filepath.ToSlash(rel)), "/")), why)
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		name := filepath.Join(path, strings.TrimPrefix(strings.TrimPrefix(p, filepath.ToSlash(rel)), "/"))
+		if lim.MaxFileBytes > 0 && info.Size() > lim.MaxFileBytes {
+			return &sandbox.QuotaError{Path: name, Msg: fmt.Sprintf("%d bytes, over the quota of %d bytes per file", info.Size(), lim.MaxFileBytes)}
+		}
+		if total += info.Size(); lim.MaxTotalBytes > 0 && total > lim.MaxTotalBytes {
+			return &sandbox.QuotaError{Path: name, Msg: fmt.Sprintf("over the quota of %d bytes for the folder", lim.MaxTotalBytes)}
+		}
+		return nil
+	})
+	if err != nil {
+		var qe *sandbox.QuotaError
+		if errors.As(err, &qe) {
+			return err
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("local sandbox: download: %w", err)
+		}
+		return fmt.Errorf("local sandbox: download %s: %w", path, err)
+	}
+	return in.Download(ctx, path, hostPath)
 }
 
 // snapshotDirs are the folders a snapshot keeps: the agent's working
