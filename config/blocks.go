@@ -41,7 +41,7 @@ func allow(names ...string) map[string]bool {
 
 var kindRules = map[string]kindRule{
 	KindDocker: {
-		settings: allow("image", "network", "memory", "cpus", "pids", "read_only", "user", "mounts"),
+		settings: allow("image", "network", "memory", "cpus", "pids", "read_only", "user", "mounts", "task_defaults"),
 		networks: []string{NetworkNone, NetworkBridge, NetworkOpen},
 	},
 	KindKubernetes: {
@@ -187,6 +187,9 @@ func (l *loader) decodeSandbox(n *node) cty.Value {
 	}
 	if v, ok := d.str("app"); ok {
 		s.App = v
+	}
+	if v, ok := d.oneOf("task_defaults", TaskDefaultsHemra, TaskDefaultsHarbor); ok {
+		s.TaskDefaults = v
 	}
 	if v, ok := d.strList("mounts"); ok {
 		s.Mounts = l.mounts(d, v)
@@ -691,6 +694,9 @@ func (l *loader) decodeVerifier(n *node) cty.Value {
 	}
 	if s, ok := d.oneOf("match", matchModes...); ok {
 		v.Match = s
+	}
+	if s, ok := d.oneOf("mode", VerifierModes...); ok {
+		v.Mode = s
 	}
 	if b, ok := d.boolean("case_sensitive"); ok {
 		v.CaseSensitive = b

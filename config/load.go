@@ -51,14 +51,14 @@ func attrSchema(names ...string) []hcl.AttributeSchema {
 var blockSchemas = map[string]*hcl.BodySchema{
 	blockHemra:    {Attributes: attrSchema("required_version")},
 	blockVariable: {Attributes: attrSchema("type", "default", "description", "sensitive"), Blocks: []hcl.BlockHeaderSchema{{Type: "validation"}}},
-	blockSandbox: {Attributes: attrSchema("kind", "image", "network", "egress", "memory", "cpus", "pids", "read_only", "user", "app", "mounts",
+	blockSandbox: {Attributes: attrSchema("kind", "image", "network", "egress", "memory", "cpus", "pids", "read_only", "user", "app", "mounts", "task_defaults",
 		"kubeconfig", "context", "namespace", "registry", "runtime_class", "runtime_class_vm", "service_account", "node_selector", "tolerations", "probe_image")},
 	blockHarness: {
 		Attributes: attrSchema("command", "builtin", "driver", "via", "agent", "model", "sandbox", "env", "args", "timeout"),
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "mcp", LabelNames: []string{"name"}}},
 	},
 	blockDataset:  {Attributes: attrSchema("source", "include", "exclude")},
-	blockVerifier: {Attributes: attrSchema("network", "env", "timeout", "match", "case_sensitive", "trim", "tolerance")},
+	blockVerifier: {Attributes: attrSchema("network", "env", "timeout", "match", "case_sensitive", "trim", "tolerance", "mode")},
 	blockJudge:    {Attributes: attrSchema("source", "base_url", "key_env", "model", "max_calls", "provider", "api")},
 	blockEval:     {Attributes: attrSchema("dataset", "harnesses", "attempts", "verifier", "judges", "require")},
 }

@@ -73,6 +73,15 @@ const (
 	KindSprites    = "sprites"
 )
 
+// Values of a sandbox's task_defaults.
+const (
+	TaskDefaultsHemra  = "hemra"
+	TaskDefaultsHarbor = "harbor"
+)
+
+// VerifierModes are the values of a verifier's mode.
+var VerifierModes = []string{"snapshot", "shared", "separate"}
+
 // Network modes of a sandbox or verifier.
 const (
 	NetworkNone   = "none"
@@ -105,6 +114,10 @@ type Sandbox struct {
 	// probe_image); nil for other kinds. Its Kubeconfig is an absolute
 	// host path, never fingerprinted.
 	Kubernetes *sandbox.Kubernetes
+	// TaskDefaults "harbor" runs Harbor tasks with Harbor's own defaults
+	// (the image's USER, the engine's capabilities, task.toml's network);
+	// "hemra" or "" keeps hemra's hardened ones. Docker only.
+	TaskDefaults string
 
 	DeclRange hcl.Range
 	// Attrs maps each attribute name present in the block to its range.
@@ -178,6 +191,10 @@ type Verifier struct {
 	Network string
 	Env     []string
 	Timeout time.Duration
+	// Mode is where a Harbor task's tests run when task.toml does not
+	// choose: "snapshot", "shared" or "separate" ("" = hemra's default,
+	// snapshot, or shared under task_defaults = "harbor").
+	Mode string
 	// For JSONL datasets: how the harness's output is compared with target.
 	Match         string // exact | includes | regex | numeric
 	CaseSensitive bool

@@ -211,13 +211,10 @@ func (t *Task) HasDockerfile() bool {
 	return false
 }
 
-// HasCompose reports whether the task declares a docker-compose environment.
+// HasCompose reports whether the task declares a docker-compose
+// environment: environment/docker-compose.yaml, the one name Harbor reads
+// (environments/docker/docker.py:229); other compose file names are
+// ordinary files of the build context, as they are to Harbor.
 func (t *Task) HasCompose() bool {
-	for _, f := range t.Environment {
-		switch f.Path {
-		case "environment/docker-compose.yaml", "environment/docker-compose.yml", "environment/compose.yaml", "environment/compose.yml":
-			return true
-		}
-	}
-	return false
+	return HasFile(t.Environment, "environment/docker-compose.yaml")
 }

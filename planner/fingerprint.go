@@ -26,8 +26,10 @@ const (
 // ExecutionSemanticsVersion is the default version of what "running an
 // attempt" means. It is part of every agent fingerprint: bumping it (a
 // change in how hemra runs harnesses that can change outcomes) re-runs
-// everything.
-const ExecutionSemanticsVersion = "1"
+// everything. 2: Harbor tasks run as Harbor's trial does (the image's
+// ENTRYPOINT, WORKDIR and USER, scripts by their shebang, task.toml's env
+// tables, users and healthcheck, verifier modes, multi-step tasks).
+const ExecutionSemanticsVersion = "2"
 
 // maxTextBlob is the size under which a UTF-8 file is kept as a blob so a
 // later plan can show a unified diff of it.

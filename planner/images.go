@@ -3,8 +3,6 @@ package planner
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,6 +118,9 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		parallel(len(tasks), func(i int) { refs[i] = p.taskImageRefs(tasks[i]) })
 		for i, t := range tasks {
 			for _, ref := range refs[i] {
+				if ref.err != "" {
+					continue // reported by plan as the task's problem
+				}
 				add(ref.ref, by, func() *hcl.Range { return ref.rangeIn(p, t) })
 			}
 		}
@@ -272,6 +273,7 @@ type fromLine struct {
 	ref       string
 	file      string // relative to the task directory
 	line, col int
+	err       string // why the reference cannot be pinned (an ARG without a default)
 }
 
 // rangeIn is the diagnostic range of a task's image reference, computed
@@ -359,10 +361,24 @@ func (p *planner) taskFile(t *dataset.Task, rel string) string {
 }
 
 // parseFrom reads the base images of a Dockerfile: FROM lines, skipping
-// build stages named earlier, scratch, and references built from ARGs
-// (which cannot be pinned without building).
+// build stages named earlier and scratch. A reference built from an ARG
+// is expanded to the ARG's default (dataset.DockerfileFroms); one that
+// cannot be carries why in err.
 func parseFrom(data []byte) []fromLine {
-	var out []fromLine
+	out, needArgs := parseFromFast(data)
+	if !needArgs {
+		return out
+	}
+	out = out[:0]
+	for _, f := range dataset.DockerfileFroms(data) {
+		out = append(out, fromLine{ref: f.Ref, file: "environment/Dockerfile", line: f.Line, col: f.Col, err: f.Err})
+	}
+	return out
+}
+
+// parseFromFast reads plain FROM lines with a byte scan (plan reads
+// thousands of Dockerfiles); it reports whether a FROM uses an ARG.
+func parseFromFast(data []byte) (out []fromLine, needArgs bool) {
 	var stages map[string]bool
 	line := 0
 	for len(data) > 0 {
@@ -392,13 +408,16 @@ func parseFrom(data []byte) []fromLine {
 			}
 			stages[strings.ToLower(args[2])] = true
 		}
-		if ref == "scratch" || earlierStage || strings.Contains(ref, "$") {
+		if strings.Contains(ref, "$") {
+			return out, true
+		}
+		if ref == "scratch" || earlierStage {
 			continue
 		}
 		col := bytes.Index(text, []byte(ref)) + 1
 		out = append(out, fromLine{ref: ref, file: "environment/Dockerfile", line: line, col: col})
 	}
-	return out
+	return out, false
 }
 
 // taskImages records a task's images for a harness running the task's
@@ -406,17 +425,7 @@ func parseFrom(data []byte) []fromLine {
 func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval, hashOnly bool) {
 	by := "dataset." + e.Dataset.Name
 	if t.HasCompose() {
-		// The docker sandbox runs one container per stage; a compose
-		// environment's services would silently not exist.
-		var compose string
-		for _, f := range t.Environment {
-			if strings.Contains(f.Path, "compose") {
-				compose = f.Path
-			}
-		}
-		p.errorf(&hcl.Range{Filename: p.taskFile(t, compose)}, "docker-compose tasks are not supported",
-			"Task %q of dataset %q declares its environment with %s, which the docker sandbox does not run (one container per stage). Exclude it from the dataset (exclude = [%q]) or give it an environment/Dockerfile without the compose file.",
-			t.Name, e.Dataset.Name, compose, t.Name)
+		// Its images are the compose file's (see harborRecord).
 		return
 	}
 	refs := p.taskImageRefs(t)
@@ -425,6 +434,11 @@ func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *con
 		from = map[string]string{}
 	}
 	for _, r := range refs {
+		if r.err != "" {
+			ti.problems = append(ti.problems, r.file+": "+r.err)
+			p.taskWarning(t, r.file, r.err)
+			continue
+		}
 		d, ok := p.resolve(r.ref, by, func() *hcl.Range { return r.rangeIn(p, t) })
 		if !ok {
 			continue
@@ -445,22 +459,54 @@ func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *con
 		ti.image = from[t.Config.Environment.DockerImage]
 	}
 	if t.HasDockerfile() && ti.image == "" {
-		h := sha256.New()
-		for _, f := range t.Environment {
-			fmt.Fprintf(h, "%s\x00%s\n", f.Path, f.SHA256)
-		}
-		keys := make([]string, 0, len(from))
-		for k := range from {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(h, "from %s\x00%s\n", k, from[k])
+		files := t.Environment
+		if ignore := p.dockerIgnore(t); ignore != nil {
+			// What .dockerignore leaves out is not built from: its
+			// changes rebuild nothing.
+			files = nil
+			for _, f := range t.Environment {
+				if !ignore.Ignored(strings.TrimPrefix(f.Path, "environment/")) {
+					files = append(files, f)
+				}
+			}
 		}
 		ti.build = &sandbox.Build{
 			Context: filepath.Join(t.Dir, "environment"),
-			Hash:    "sha256:" + hex.EncodeToString(h.Sum(nil)),
+			Hash:    buildHash(files, from),
 			From:    from,
 		}
 	}
 }
+
+// dockerIgnore is the task's environment/.dockerignore, read once per
+// content; nil when it has none (or one that does not parse, which the
+// build then reports).
+func (p *planner) dockerIgnore(t *dataset.Task) *dataset.DockerIgnore {
+	var sha string
+	for _, f := range t.Environment {
+		if f.Path == "environment/.dockerignore" {
+			sha = f.SHA256
+		}
+	}
+	if sha == "" {
+		return nil
+	}
+	if v, ok := ignoreCache.Load(sha); ok {
+		return v.(*dataset.DockerIgnore)
+	}
+	data, err := os.ReadFile(filepath.Join(t.Dir, "environment", ".dockerignore"))
+	if err != nil {
+		return nil
+	}
+	ig, err := dataset.ParseDockerIgnore(data)
+	if err != nil {
+		return nil
+	}
+	if shaHex(data) == sha {
+		ignoreCache.Store(sha, ig)
+	}
+	return ig
+}
+
+// ignoreCache holds parsed .dockerignore files by content hash.
+var ignoreCache sync.Map

@@ -63,6 +63,9 @@ func sandboxOf(h *config.Harness) (sandbox.Settings, *config.Sandbox) {
 		k := *sb.Kubernetes
 		s.Kubernetes = &k
 	}
+	if sb.TaskDefaults == config.TaskDefaultsHarbor {
+		s.TaskDefaults = sandbox.HarborDefaults
+	}
 	for _, m := range sb.Mounts {
 		s.Mounts = append(s.Mounts, sandbox.Mount{Source: m.Source, Target: m.Target, Writable: m.Writable})
 	}
@@ -173,6 +176,9 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	}
 	if settings.User != "" {
 		l.literal("sandbox.user", settings.User)
+	}
+	if settings.TaskDefaults != "" {
+		l.literal("sandbox.task_defaults", settings.TaskDefaults)
 	}
 	if sb != nil {
 		if sb.App != "" {
@@ -506,6 +512,9 @@ func (p *planner) verifierGroup(e *config.Eval) *group {
 		sort.Strings(env)
 		if v.Timeout > 0 {
 			l.literal("verifier.timeout", v.Timeout.String())
+		}
+		if v.Mode != "" {
+			l.literal("verifier.mode", v.Mode)
 		}
 		if v.Match != "" {
 			l.literal("verifier.match", v.Match)

@@ -84,6 +84,9 @@ type planner struct {
 
 	keepInputs bool
 	taskNames  map[*config.Dataset]map[string]bool
+
+	// taskWarned: the tasks and messages taskWarning reported.
+	taskWarned sync.Map
 }
 
 // harnessInfo is everything about one harness that does not depend on the
@@ -110,6 +113,9 @@ type taskInfo struct {
 	images map[string]string // ref -> digest
 	image  string            // docker_image pinned, if any
 	build  *sandbox.Build
+	// problems keep the task from running (a base image that cannot be
+	// pinned); see harborRecord.
+	problems []string
 }
 
 type judgeInfo struct {
@@ -893,6 +899,7 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	if d.hi.usesTaskImage {
 		settings.Image = full.image
 		settings.Build = full.build
+		settings.TaskImage = d.task.Kind != "jsonl"
 		if w := taskWorkdir(d.task); w != "" {
 			settings.Workdir = w
 		}
@@ -940,6 +947,7 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 	if len(images) > 0 {
 		m.Images = images
 	}
+	p.harborRecord(d, m, settings, full)
 	return m
 }
 

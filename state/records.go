@@ -41,6 +41,11 @@ const (
 	ClassVerifierError Class = "verifier_error" // no or malformed reward
 	ClassInfraError    Class = "infra_error"    // sandbox could not start, disk full, ...
 	ClassInterrupted   Class = "interrupted"    // cancelled by the operator or a crash
+	// ClassTaskError: the task cannot run as declared (no image, no
+	// solution for the oracle, an image that fails to build, a compose
+	// file hemra cannot run). Deterministic: not retried until the task's
+	// files change or the operator asks (-replace).
+	ClassTaskError Class = "task_error"
 )
 
 // Retryable reports whether the next plan retries an attempt of this class.
@@ -114,6 +119,35 @@ type Manifest struct {
 	// ReusedAgentFrom is the attempt whose agent outcome a re-verify or
 	// re-judge reused.
 	ReusedAgentFrom string `json:"reused_agent_from,omitempty"`
+
+	// VerifierMode is where a Harbor task's tests run: "snapshot" (a new
+	// container from a commit of the agent's: hemra's default), "shared"
+	// (in the agent's own container after the agent: Harbor's default),
+	// "separate" (Harbor's separate verifier environment). A multi-step
+	// task's steps each have theirs in Steps; here it is "mixed" when they
+	// differ.
+	VerifierMode string `json:"verifier_mode,omitempty"`
+	// VerifierSettings are the sandbox settings of a separate verifier's
+	// environment (its image or build), as the plan resolved them.
+	VerifierSettings json.RawMessage `json:"verifier_settings,omitempty"`
+	// Steps are a multi-step task's steps, in order.
+	Steps []StepManifest `json:"steps,omitempty"`
+	// TaskProblem is why the task cannot run as declared, found at plan
+	// time: the attempt is recorded as a task_error without starting
+	// anything.
+	TaskProblem string `json:"task_problem,omitempty"`
+}
+
+// StepManifest is one step of a multi-step Harbor task.
+type StepManifest struct {
+	Name         string `json:"name"`
+	VerifierMode string `json:"verifier_mode"`
+	// VerifyFingerprint covers what the step's verifier reads (its tests
+	// and the task's, its verifier settings), so a re-verify can start
+	// at the first step whose tests changed.
+	VerifyFingerprint string `json:"verify_fingerprint,omitempty"`
+	// VerifierSettings: as Manifest.VerifierSettings, for this step.
+	VerifierSettings json.RawMessage `json:"verifier_settings,omitempty"`
 }
 
 // Input is one fingerprinted input. For text files, Blob names the blob
@@ -168,6 +202,50 @@ type Outcome struct {
 	// RewardDetails is rewardkit's reward-details.json, when the task's
 	// verifier wrote one.
 	RewardDetails *RewardDetails `json:"reward_details,omitempty"`
+
+	// Steps are a multi-step task's step results, in the order they ran
+	// (a step gated out by min_reward, or after a failed one, is absent).
+	Steps []StepOutcome `json:"steps,omitempty"`
+	// Commands are the task commands the stages ran (solve.sh, test.sh,
+	// setup.sh, a healthcheck that failed) with exit codes and output.
+	Commands []CommandOutput `json:"commands,omitempty"`
+	// Logs are the files of the log folders, kept as Harbor's trial folder
+	// keeps them: "agent/oracle.txt", "verifier/reward.json",
+	// "steps/<name>/verifier/ctrf.json", ...
+	Logs []Artifact `json:"logs,omitempty"`
+}
+
+// StepOutcome is how one step of a multi-step task ended.
+type StepOutcome struct {
+	Name    string             `json:"name"`
+	Reward  *float64           `json:"reward,omitempty"`
+	Rewards map[string]float64 `json:"rewards,omitempty"`
+	Error   string             `json:"error,omitempty"`
+	// Snapshot is the agent's filesystem after this step, for a
+	// re-verify of this step (snapshot mode only).
+	Snapshot string `json:"snapshot,omitempty"`
+	// Reused names the attempt whose result of this step a re-verify kept.
+	Reused string `json:"reused,omitempty"`
+}
+
+// CommandOutput is one command a stage ran, with its exit code and its
+// output kept whole up to a cap as blobs.
+type CommandOutput struct {
+	Stage    string  `json:"stage"`          // agent | verify
+	Step     string  `json:"step,omitempty"` // multi-step tasks
+	Name     string  `json:"name"`           // "solution/solve.sh", "tests/test.sh", ...
+	Exit     *int    `json:"exit,omitempty"` // nil when it did not end by itself
+	TimedOut bool    `json:"timed_out,omitempty"`
+	Stdout   *Output `json:"stdout,omitempty"`
+	Stderr   *Output `json:"stderr,omitempty"`
+}
+
+// Output is one stream of a command, kept as a blob.
+type Output struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"` // bytes kept
+	// Dropped counts the bytes past the cap that were not kept.
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // Artifact is one file a harness left in its artifact folder.

@@ -1,0 +1,349 @@
+package planner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/hemra-dev/hemra/config"
+	"github.com/hemra-dev/hemra/dataset"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
+)
+
+// Verifier modes of a Harbor task's attempt (state.Manifest.VerifierMode).
+const (
+	// VerifierSnapshot runs the tests in a new container started from a
+	// snapshot of the agent's: hemra's default.
+	VerifierSnapshot = "snapshot"
+	// VerifierShared runs them in the agent's own container after the
+	// agent: Harbor's default (models/task/verifier_mode.py:26).
+	VerifierShared = dataset.VerifierShared
+	// VerifierSeparate runs them in Harbor's separate verifier environment.
+	VerifierSeparate = dataset.VerifierSeparate
+)
+
+// verifierModeFor is where a Harbor task's (or step's) tests run: what
+// task.toml chooses, else the verifier block's mode, else Harbor's shared
+// default under task_defaults = "harbor", else hemra's snapshot.
+func verifierModeFor(t *dataset.Task, step *dataset.StepConfig, v *config.Verifier, s sandbox.Settings) string {
+	if m := t.Config.VerifierModeOf(step); m != "" {
+		return m
+	}
+	if v != nil && v.Mode != "" {
+		return v.Mode
+	}
+	if s.TaskDefaults == sandbox.HarborDefaults {
+		return VerifierShared
+	}
+	return VerifierSnapshot
+}
+
+// harborRecord fills a Harbor task's manifest: its verifier modes, its
+// steps, a separate verifier's settings, the loosenings task.toml adds,
+// and why the task cannot run, if it cannot.
+func (p *planner) harborRecord(d *declared, m *state.Manifest, settings sandbox.Settings, full *taskInfo) {
+	t := d.task
+	if t.Kind == "jsonl" {
+		return
+	}
+	var problems []string
+	problem := func(key, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		problems = append(problems, msg)
+		p.taskWarning(t, key, msg)
+	}
+	cfg := t.Config
+	if cfg == nil {
+		cfg = &dataset.TaskConfig{}
+	}
+	v := d.eval.Verifier
+	if len(cfg.Steps) == 0 {
+		m.VerifierMode = verifierModeFor(t, nil, v, settings)
+		if m.VerifierMode == VerifierSeparate {
+			if raw, err := p.separateSettings(t, nil, settings, v); err != nil {
+				problem("verifier.environment", "%v", err)
+			} else {
+				m.VerifierSettings = raw
+			}
+		}
+	} else {
+		modes := map[string]bool{}
+		for i := range cfg.Steps {
+			sc := &cfg.Steps[i]
+			sm := state.StepManifest{Name: sc.Name, VerifierMode: verifierModeFor(t, sc, v, settings)}
+			modes[sm.VerifierMode] = true
+			if sm.VerifierMode == VerifierSeparate {
+				if raw, err := p.separateSettings(t, sc, settings, v); err != nil {
+					problem(fmt.Sprintf("steps.%d.verifier.environment", i), "step %s: %v", sc.Name, err)
+				} else {
+					sm.VerifierSettings = raw
+				}
+			}
+			sm.VerifyFingerprint = stepVerifyFingerprint(t, sc, sm, v)
+			m.Steps = append(m.Steps, sm)
+		}
+		if len(modes) == 1 {
+			m.VerifierMode = m.Steps[0].VerifierMode
+		} else {
+			m.VerifierMode = "mixed"
+		}
+	}
+	for _, mode := range append([]string{m.VerifierMode}, stepModes(m.Steps)...) {
+		if mode == VerifierSeparate && settings.Kind == config.KindLocal {
+			problem("verifier.environment_mode", "the task's verifier runs in a separate environment (an image of its own), which the local sandbox cannot start")
+			break
+		}
+	}
+
+	// The task's users, where they loosen hemra's defaults.
+	for _, u := range []struct{ key, user string }{{"[agent] user", cfg.Agent.User}, {"[verifier] user", cfg.Verifier.User}} {
+		if isRootUser(u.user) && settings.Kind != config.KindLocal {
+			m.Sandbox.Loosenings = append(m.Sandbox.Loosenings, fmt.Sprintf("task.toml %s = %q (commands run as root)", u.key, u.user))
+		}
+	}
+
+	// What keeps the task from running as declared.
+	hasImage := t.HasDockerfile() || cfg.Environment.DockerImage != "" || t.HasCompose()
+	if d.hi.usesTaskImage && !hasImage {
+		problem("environment", "the task has neither environment/Dockerfile nor [environment] docker_image: there is no image to run it in")
+	}
+	if d.hi.oracle {
+		if len(cfg.Steps) == 0 {
+			if !dataset.HasFile(t.Solution, "solution/solve.sh") {
+				problem("solution", "the oracle runs solution/solve.sh, which the task does not have")
+			}
+		} else {
+			for _, sc := range cfg.Steps {
+				files := t.StepFiles(sc.Name)
+				if !dataset.HasFile(files, "steps/"+sc.Name+"/solution/solve.sh") && !dataset.HasFile(t.Solution, "solution/solve.sh") {
+					problem("steps", "step %s: the oracle runs steps/%s/solution/solve.sh or solution/solve.sh, which the task does not have", sc.Name, sc.Name)
+					break
+				}
+			}
+		}
+	}
+	opened := func(names []string) func(string) (string, bool) {
+		set := map[string]bool{}
+		for _, n := range names {
+			set[n] = true
+		}
+		return func(n string) (string, bool) { return "", set[n] }
+	}
+	harnessEnv := opened(d.h.Env)
+	var verifierEnv func(string) (string, bool)
+	if v != nil {
+		verifierEnv = opened(v.Env)
+	} else {
+		verifierEnv = opened(nil)
+	}
+	check := func(table string, env map[string]string, lookup func(string) (string, bool), who string) {
+		if _, missing := dataset.ResolveEnv(env, lookup); len(missing) > 0 {
+			problem(strings.Trim(table, "[]"), "task.toml %s reads %s, which %s does not open (Harbor refuses a task whose variable is unset): add it to its env, or give the template a default (${NAME:-value})", table, strings.Join(quoteAll(missing), ", "), who)
+		}
+	}
+	check("[environment.env]", cfg.Environment.Env, harnessEnv, fmt.Sprintf("harness %q", d.h.Name))
+	if d.hi.oracle {
+		check("[solution.env]", cfg.Solution.Env, harnessEnv, fmt.Sprintf("harness %q", d.h.Name))
+	}
+	vname := "the eval's verifier (it has no verifier block)"
+	if v != nil {
+		vname = fmt.Sprintf("verifier %q", v.Name)
+	}
+	check("[verifier.env]", cfg.Verifier.Env, verifierEnv, vname)
+	for _, sc := range cfg.Steps {
+		if sc.Verifier != nil {
+			check("[steps.verifier.env] of step "+sc.Name, sc.Verifier.Env, verifierEnv, vname)
+		}
+	}
+	if settings.Kind == config.KindDocker {
+		if cfg.Environment.OS != "" && !strings.EqualFold(cfg.Environment.OS, "linux") {
+			problem("environment.os", "the task runs on %s; hemra's docker sandbox runs Linux containers", cfg.Environment.OS)
+		}
+		if cfg.Environment.GPUs > 0 {
+			problem("environment.gpus", "the task asks for %d GPUs, which the docker sandbox does not allocate (nor does Harbor's)", cfg.Environment.GPUs)
+		}
+		if cfg.Environment.NetworkMode == "allowlist" {
+			problem("environment.network_mode", "network_mode = \"allowlist\" is not enforced by the docker sandbox (Harbor's docker environment refuses it too)")
+		}
+		base := cfg.Environment.NetworkMode
+		for _, ph := range []struct{ key, mode string }{{"agent.network_mode", cfg.Agent.NetworkMode}, {"verifier.network_mode", cfg.Verifier.NetworkMode}} {
+			if ph.mode != "" && ph.mode != base && !(base == "" && ph.mode == "public") {
+				problem(ph.key, "%s = %q differs from the environment's network, which docker cannot change while the task runs (Harbor refuses it on docker too)", ph.key, ph.mode)
+			}
+		}
+		if len(cfg.Verifier.Collect) > 0 {
+			problem("verifier.collect", "[[verifier.collect]] hooks are not supported by hemra")
+		}
+	}
+	if full != nil {
+		problems = append(problems, full.problems...)
+	}
+	if cp := p.composeProblem(t); cp != "" {
+		problem("environment/docker-compose.yaml", "%s", cp)
+	}
+	if len(problems) > 0 {
+		m.TaskProblem = strings.Join(problems, "; ")
+	}
+}
+
+func stepModes(steps []state.StepManifest) []string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = s.VerifierMode
+	}
+	return out
+}
+
+func isRootUser(u string) bool {
+	return u == "root" || u == "0" || strings.HasPrefix(u, "root:") || strings.HasPrefix(u, "0:")
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
+
+// taskWarning reports a task that cannot run as declared, once per task
+// and message, naming the task and the key at fault. The attempts still
+// plan: apply records them as task errors, counted in the task's score.
+func (p *planner) taskWarning(t *dataset.Task, key, msg string) {
+	if _, dup := p.taskWarned.LoadOrStore(t.Dir+"\x00"+msg, true); dup {
+		return
+	}
+	p.addDiag(&hcl.Diagnostic{
+		Severity: hcl.DiagWarning,
+		Summary:  "Task cannot run as declared",
+		Detail:   fmt.Sprintf("Task %q (%s): %s. Its attempts are recorded as task errors (reward 0) until the task changes.", t.Name, key, msg),
+		Subject:  &hcl.Range{Filename: p.taskFile(t, "task.toml")},
+	})
+}
+
+// separateSettings are the sandbox settings of a separate verifier's
+// environment: its image (task.toml's docker_image) or the image built
+// from the tests folder, with the agent's limits narrowed by the
+// environment's, and the verifier's network.
+func (p *planner) separateSettings(t *dataset.Task, step *dataset.StepConfig, agent sandbox.Settings, v *config.Verifier) (json.RawMessage, error) {
+	env := t.Config.SeparateEnvironment(step)
+	s := sandbox.Settings{
+		Kind: agent.Kind, Memory: agent.Memory, CPUs: agent.CPUs, Pids: agent.Pids, ReadOnly: agent.ReadOnly, User: agent.User,
+		TaskDefaults: agent.TaskDefaults, TaskImage: true, Workdir: env.Workdir,
+	}
+	switch {
+	case v != nil && v.Network != "":
+		s.Network = v.Network
+	case agent.TaskDefaults == sandbox.HarborDefaults:
+		s.Network = "bridge"
+		if env.NetworkMode == "no-network" || env.NetworkMode == "" && env.AllowInternet != nil && !*env.AllowInternet {
+			s.Network = "none"
+		}
+	default:
+		s.Network = "none"
+	}
+	narrow := sandbox.ForTask(s, &dataset.Task{Config: &dataset.TaskConfig{Environment: dataset.EnvConfig{CPUs: env.CPUs, MemoryMB: env.MemoryMB}}})
+	s.CPUs, s.Memory = narrow.CPUs, narrow.Memory
+	ctxRel, files := "tests", t.Tests
+	if step != nil && dataset.HasAnyUnder(t.StepFiles(step.Name), "steps/"+step.Name+"/tests/") {
+		ctxRel = "steps/" + step.Name + "/tests"
+		files = filterUnder(t.StepFiles(step.Name), ctxRel+"/")
+	}
+	by := "dataset task " + t.Name
+	if env.DockerImage != "" {
+		d, ok := p.resolve(env.DockerImage, by, func() *hcl.Range { return &hcl.Range{Filename: p.taskFile(t, "task.toml")} })
+		if !ok {
+			return nil, fmt.Errorf("the verifier's docker_image %s is not resolved", env.DockerImage)
+		}
+		s.Image = pinned(env.DockerImage, d)
+	} else {
+		df, err := os.ReadFile(filepath.Join(t.Dir, filepath.FromSlash(ctxRel), "Dockerfile"))
+		if err != nil {
+			return nil, fmt.Errorf("a separate verifier needs %s/Dockerfile or a docker_image in [verifier.environment]", ctxRel)
+		}
+		from := map[string]string{}
+		for _, f := range parseFrom(df) {
+			if f.err != "" {
+				return nil, fmt.Errorf("%s/Dockerfile: %s", ctxRel, f.err)
+			}
+			d, ok := p.resolve(f.ref, by, func() *hcl.Range { return &hcl.Range{Filename: p.taskFile(t, ctxRel+"/Dockerfile")} })
+			if !ok {
+				return nil, fmt.Errorf("%s/Dockerfile FROM %s is not resolved", ctxRel, f.ref)
+			}
+			from[f.ref] = pinned(f.ref, d)
+		}
+		ctxFiles := make([]dataset.File, 0, len(files))
+		for _, f := range files {
+			f.Path = strings.TrimPrefix(f.Path, ctxRel+"/")
+			ctxFiles = append(ctxFiles, f)
+		}
+		s.Build = &sandbox.Build{Context: filepath.Join(t.Dir, filepath.FromSlash(ctxRel)), Hash: buildHash(ctxFiles, from), From: from}
+	}
+	return jsonMarshal(s)
+}
+
+func filterUnder(files []dataset.File, prefix string) []dataset.File {
+	var out []dataset.File
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, prefix) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// stepVerifyFingerprint covers what one step's verifier reads.
+func stepVerifyFingerprint(t *dataset.Task, sc *dataset.StepConfig, sm state.StepManifest, v *config.Verifier) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "mode %s\n", sm.VerifierMode)
+	for _, f := range t.Tests {
+		fmt.Fprintf(h, "%s %s %o\n", f.Path, f.SHA256, f.Mode)
+	}
+	for _, f := range filterUnder(t.StepFiles(sc.Name), "steps/"+sc.Name+"/tests/") {
+		fmt.Fprintf(h, "%s %s %o\n", f.Path, f.SHA256, f.Mode)
+	}
+	b, _ := json.Marshal(struct {
+		Task, Step any
+		Settings   json.RawMessage
+	}{t.Config.Verifier, sc.Verifier, sm.VerifierSettings})
+	h.Write(b)
+	if v != nil {
+		fmt.Fprintf(h, "verifier %s %s %v %s\n", v.Network, v.Timeout, v.Env, v.Mode)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// composeProblem is why a task's compose environment cannot run, or "".
+func (p *planner) composeProblem(t *dataset.Task) string {
+	if !t.HasCompose() {
+		return ""
+	}
+	return "compose environments (environment/docker-compose.yaml) are not supported yet"
+}
+
+// buildHash names a task image built from a context: its files (paths
+// relative to the context) and the pinned FROM references.
+func buildHash(files []dataset.File, from map[string]string) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s\x00%s\n", f.Path, f.SHA256)
+	}
+	keys := make([]string, 0, len(from))
+	for k := range from {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "from %s\x00%s\n", k, from[k])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
