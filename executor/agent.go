@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -23,21 +22,9 @@ const (
 	BuiltinNop    = "nop"
 )
 
-// agentDeadline is the harness's timeout, else task.toml's [agent]
-// timeout_sec, else 15 minutes.
-func (j *job) agentDeadline() time.Duration {
-	if j.harness.Timeout > 0 {
-		return j.harness.Timeout
-	}
-	if j.task.Config != nil && j.task.Config.Agent.TimeoutSec > 0 {
-		return time.Duration(j.task.Config.Agent.TimeoutSec * float64(time.Second))
-	}
-	return defaultAgentTimeout
-}
-
-// agentStage runs the harness. For a Harbor task it leaves a snapshot of
-// the agent's filesystem for the verifier; artifacts are copied out, the
-// instance is stopped, and only then are the artifacts read and stored.
+// agentStage runs the harness on a JSONL task (a Harbor task runs as a
+// trial: see harborStages); artifacts are copied out, the instance is
+// stopped, and only then are the artifacts read and stored.
 func (a *attemptRun) agentStage(ctx context.Context) error {
 	j := a.j
 	if j.task.Kind == "jsonl" && j.harness.Builtin != "" {
@@ -53,21 +40,11 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 	if err := a.prepareWorkspace(); err != nil {
 		return err
 	}
-	spec := sandbox.Spec{
-		Settings:  j.settings,
-		AttemptID: a.id,
-		Address:   j.pa.Address,
-		Role:      "agent",
-		Store:     a.e.storeDir,
-		Lineage:   a.e.lineage,
-		Workspace: a.ws,
-		Env:       j.env,
-		// The stage runs one command at most (the harness, solve.sh).
-		OneCommand: true,
-		// A Harbor task's verifier starts from a snapshot (see below).
-		WillSnapshot: j.task.Kind != "jsonl",
-		Deadline:     j.agentDeadline(),
-	}
+	spec := a.spec("agent", j.settings)
+	spec.Env = j.env
+	// The stage runs one command at most (the harness).
+	spec.OneCommand = true
+	spec.Deadline = j.agentDeadline(nil)
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {
 		return infraErr("starting the %s sandbox: %v", j.settings.Kind, err)
@@ -78,10 +55,6 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 			_ = stopInstance(ctx, inst)
 		}
 	}()
-	if err := a.uploadEnvironment(ctx, inst); err != nil {
-		return err
-	}
-
 	runErr := a.runHarness(ctx, inst)
 	if runErr != nil {
 		var se *stageError
@@ -96,13 +69,6 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 		return ctx.Err()
 	}
 
-	if j.task.Kind != "jsonl" {
-		ref, err := inst.Snapshot(ctx)
-		if err != nil {
-			return infraErr("snapshotting the agent's sandbox for the verifier: %v", err)
-		}
-		a.snapshot, a.out.Snapshot = ref, ref
-	}
 	// The artifacts are read only once the instance is stopped. A local
 	// instance's folders are host folders that Stop leaves in place, so
 	// they are read where they are; from any other instance they are
@@ -147,51 +113,13 @@ func (a *attemptRun) uploadEnvironment(ctx context.Context, inst sandbox.Instanc
 	return nil
 }
 
-// runHarness runs the agent stage's command: the oracle's solve.sh,
-// nothing for nop, or a program or driver harness speaking the protocol.
+// runHarness runs a JSONL attempt's program or driver harness.
 func (a *attemptRun) runHarness(ctx context.Context, inst sandbox.Instance) error {
 	h := a.j.harness
-	switch h.Builtin {
-	case BuiltinNop:
-		a.log.note("builtin", "agent", "nop: does nothing")
-		return nil
-	case BuiltinOracle:
-		return a.runOracle(ctx, inst)
-	case "":
-		if len(h.Command) == 0 && h.Driver == "" {
-			return infraErr("harness %q has no command", h.Name)
-		}
-		return a.runProgram(ctx, inst)
+	if len(h.Command) == 0 && h.Driver == "" {
+		return infraErr("harness %q has no command", h.Name)
 	}
-	return infraErr("unknown built-in harness %q", h.Builtin)
-}
-
-// runOracle uploads the task's solution/ and runs solve.sh from the
-// working directory. Its exit code is recorded; the verifier decides.
-func (a *attemptRun) runOracle(ctx context.Context, inst sandbox.Instance) error {
-	t := a.j.task
-	if len(t.Solution) == 0 || t.Dir == "" {
-		return &stageError{state.ClassTaskFailure, "oracle: the task has no solution/solve.sh"}
-	}
-	p := inst.Paths()
-	if err := inst.Upload(ctx, filepath.Join(t.Dir, "solution"), p.Solution); err != nil {
-		return infraErr("copying solution/ into the sandbox: %v", err)
-	}
-	res, err := runCommand(ctx, inst, sandbox.ExecRequest{
-		Command: []string{"sh", path.Join(p.Solution, "solve.sh")},
-		Env:     mergeEnv(pathEnv(p), a.j.env),
-		Dir:     p.Workdir,
-	}, a.j.agentDeadline())
-	if err != nil {
-		return infraErr("running solve.sh: %v", err)
-	}
-	a.out.AgentExit = res.exit
-	a.out.StderrTail = res.stderr
-	a.log.line(hemraLine{Type: "exit", Stage: "agent", Note: "solve.sh", Exit: &res.exit, Tail: res.stdout})
-	if res.timedOut {
-		return &stageError{state.ClassAgentTimeout, fmt.Sprintf("solve.sh did not finish within %s", a.j.agentDeadline())}
-	}
-	return nil
+	return a.runProgram(ctx, inst)
 }
 
 // pathEnv tells a command where the well-known folders are, so one task
@@ -235,12 +163,18 @@ const killGrace = 5 * time.Second
 // SIGKILL to the whole group), keeping the tails of its output. On ctx
 // cancellation it stops the command the same way and returns ctx's error.
 func runCommand(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration) (commandResult, error) {
-	return runCommandKeeping(ctx, inst, req, timeout, tailSize)
+	return runCommandTo(ctx, inst, req, timeout, tailSize, nil, nil)
 }
 
 // runCommandKeeping is runCommand keeping the last keep bytes of stdout
 // (a program whose output is its result: the judge runtime).
 func runCommandKeeping(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration, keep int) (commandResult, error) {
+	return runCommandTo(ctx, inst, req, timeout, keep, nil, nil)
+}
+
+// runCommandTo is runCommandKeeping that also hands the whole output to
+// stdout and stderr (either may be nil).
+func runCommandTo(ctx context.Context, inst sandbox.Instance, req sandbox.ExecRequest, timeout time.Duration, keep int, stdout, stderr io.Writer) (commandResult, error) {
 	var res commandResult
 	proc, err := inst.Exec(ctx, req)
 	if err != nil {
@@ -250,9 +184,16 @@ func runCommandKeeping(ctx context.Context, inst sandbox.Instance, req sandbox.E
 		_ = w.Close()
 	}
 	outTail, errTail := &tail{max: keep}, &tail{max: tailSize}
+	var outW, errW io.Writer = outTail, errTail
+	if stdout != nil {
+		outW = io.MultiWriter(outTail, stdout)
+	}
+	if stderr != nil {
+		errW = io.MultiWriter(errTail, stderr)
+	}
 	copied := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(outTail, proc.Stdout()); copied <- struct{}{} }()
-	go func() { _, _ = io.Copy(errTail, proc.Stderr()); copied <- struct{}{} }()
+	go func() { _, _ = io.Copy(outW, proc.Stdout()); copied <- struct{}{} }()
+	go func() { _, _ = io.Copy(errW, proc.Stderr()); copied <- struct{}{} }()
 	waited := make(chan struct{})
 	var mu sync.Mutex
 	var code int

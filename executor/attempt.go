@@ -39,8 +39,11 @@ type attemptRun struct {
 
 	agentTimedOut bool
 	agentOutput   json.RawMessage // the harness's final output (JSONL compare)
-	snapshot      string
-	rec           *recorder
+	// stepInstruction is the instruction of the step a program harness
+	// runs (multi-step tasks), handed to it in run.start.
+	stepInstruction []byte
+	snapshot        string
+	rec             *recorder
 }
 
 // stageError ends an attempt with a class and a message.
@@ -204,6 +207,25 @@ func (a *attemptRun) transition(s state.Status, note string) error {
 
 // stages runs agent, verify and judge as the action requires.
 func (a *attemptRun) stages(ctx context.Context) error {
+	if a.j.task.Kind != "jsonl" && !a.j.pa.JudgesOnly() {
+		// A Harbor task runs as a trial (harbor.go): its agent and verify
+		// stages, step by step.
+		if a.j.pa.ReusesAgent() {
+			if err := a.transition(state.StatusVerify, ""); err != nil {
+				return err
+			}
+		} else {
+			// Recorded with the attempt itself (see record).
+			a.e.emit(Event{Type: EventAttemptStage, Address: a.j.pa.Address, AttemptID: a.id, Stage: state.StatusAgent})
+		}
+		if err := a.harborStages(ctx); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return a.judgeStage(ctx)
+	}
 	switch {
 	case a.j.pa.ReusesAgent():
 		if err := a.reuseAgent(); err != nil {
@@ -307,6 +329,20 @@ func (a *attemptRun) reuseAgent() error {
 		}
 	}
 	return nil
+}
+
+// spec is the sandbox.Spec of an instance of this attempt in role
+// ("agent", "verifier"): its labels, store and workspace filled in.
+func (a *attemptRun) spec(role string, s sandbox.Settings) sandbox.Spec {
+	return sandbox.Spec{
+		Settings:  s,
+		AttemptID: a.id,
+		Address:   a.j.pa.Address,
+		Role:      role,
+		Store:     a.e.storeDir,
+		Lineage:   a.e.lineage,
+		Workspace: a.ws,
+	}
 }
 
 // stopInstance stops an instance even when ctx is already cancelled.

@@ -87,6 +87,8 @@ type hemraLine struct {
 	// Tail is the end of a non-protocol command's output (solve.sh,
 	// test.sh), as the command printed it.
 	Tail string `json:"tail,omitempty"`
+	// Stderr is the end of its stderr.
+	Stderr string `json:"stderr,omitempty"`
 }
 
 // note appends one of hemra's own lines.

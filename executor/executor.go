@@ -110,21 +110,26 @@ type Group struct {
 	Attempts      int
 	Passed        int // reward >= 1
 	Rewarded      int // attempts with a reward
-	RewardSum     float64
-	InfraErrors   int
-	Interrupted   int
+	// Unrewarded are attempts that ended without a reward (an error of
+	// any kind but an interrupt): 0 in the mean, as in Harbor.
+	Unrewarded  int
+	RewardSum   float64
+	InfraErrors int
+	Interrupted int
 	// Wall is from the group's first attempt's start to its last one's end.
 	Wall time.Duration
 
 	first, last time.Time
 }
 
-// MeanReward is the mean over attempts that have a reward, or false.
+// MeanReward is the mean reward, an attempt that ended without one
+// counting 0 (Harbor's convention), or false when no attempt counts.
 func (g Group) MeanReward() (float64, bool) {
-	if g.Rewarded == 0 {
+	n := g.Rewarded + g.Unrewarded
+	if n == 0 {
 		return 0, false
 	}
-	return g.RewardSum / float64(g.Rewarded), true
+	return g.RewardSum / float64(n), true
 }
 
 // Groups summarises the attempts per eval × harness, sorted by name.
@@ -146,12 +151,15 @@ func (r *Report) Groups() []Group {
 			g.last = end
 		}
 		g.Wall = g.last.Sub(g.first)
-		if a.Reward != nil {
+		switch {
+		case a.Reward != nil:
 			g.Rewarded++
 			g.RewardSum += *a.Reward
 			if *a.Reward >= 1 {
 				g.Passed++
 			}
+		case a.Class != state.ClassInterrupted && a.Class != classUnscored:
+			g.Unrewarded++
 		}
 		switch a.Class {
 		case state.ClassInfraError:

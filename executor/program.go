@@ -23,6 +23,9 @@ func (a *attemptRun) startMessage(p sandbox.Paths, deadline time.Duration) *prot
 	t := wire.Task{ID: j.task.Name, Input: j.task.Input, Metadata: j.task.Metadata}
 	if j.task.Kind != "jsonl" {
 		t.Instruction = string(j.task.Instruction)
+		if a.stepInstruction != nil {
+			t.Instruction = string(a.stepInstruction)
+		}
 	}
 	var args json.RawMessage
 	if len(j.harness.ArgsJSON) > 0 && string(j.harness.ArgsJSON) != "null" {
@@ -43,16 +46,25 @@ func (a *attemptRun) startMessage(p sandbox.Paths, deadline time.Duration) *prot
 	}
 }
 
-// runProgram runs a program harness through one protocol session.
+// runProgram runs a JSONL attempt's program harness through one protocol
+// session.
 func (a *attemptRun) runProgram(ctx context.Context, inst sandbox.Instance) error {
+	return a.runProgramStep(ctx, inst, a.j.agentDeadline(nil), "", mergeEnv(pathEnv(inst.Paths()), a.j.env))
+}
+
+// runProgramStep runs a program harness through one protocol session as
+// user with env (a Harbor task's step: its instruction in run.start).
+func (a *attemptRun) runProgramStep(ctx context.Context, inst sandbox.Instance, deadline time.Duration, user string, env map[string]string) error {
 	p := inst.Paths()
-	deadline := a.j.agentDeadline()
 	opts := a.e.opts.Protocol
 	opts.Deadline, opts.EventLog, opts.Trace = deadline, a.log, a.e.opts.Trace
 	o := protocol.Exec(ctx, inst, sandbox.ExecRequest{
 		Command: a.j.command(a.e.cfg.Dir),
-		Env:     mergeEnv(pathEnv(p), a.j.env),
+		Env:     env,
 		Dir:     p.Workdir,
+		User:    user,
+		// A Harbor task's agent may leave servers running for its tests.
+		KeepBackground: a.j.task.Kind != "jsonl",
 	}, a.startMessage(p, deadline), opts)
 	o.Record(a.out)
 	a.agentOutput = a.out.AgentResult

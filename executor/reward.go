@@ -30,13 +30,26 @@ type rewardError struct{ msg string }
 
 func (e *rewardError) Error() string { return e.msg }
 
+// readRewards reads the verifier's rewards from dir, the verifier log
+// folder copied back to the host (see readReward).
+func readRewards(dir string) (map[string]float64, error) {
+	_, rewards, err := readReward(dir)
+	return rewards, err
+}
+
 // readReward reads the verifier's reward from dir, the verifier log folder
-// copied back to the host.
+// copied back to the host, as Harbor's verifier does (verifier.py:227-236).
 //
-// reward.json is a flat JSON object of name → number. The attempt's reward
-// is its "reward" key when present, else its only key, else the mean of all
-// keys; every key is kept in rewards. reward.txt holds one number and is
-// read as {"reward": x}. The test script's exit code plays no part.
+// reward.json, read first, is a JSON object of name → value, every value
+// read as Harbor's VerifierResult model reads it (pydantic's lax
+// dict[str, float | int]: a number, true/false as 1/0, or a string
+// holding a number); any other value (an object, a list, null, a word) is
+// a verifier error naming its key, as Harbor's validation error is. The
+// attempt's reward is its "reward" key when present, else its only key,
+// else the mean of all keys; every key is kept in rewards. reward.txt
+// holds one number, read as Python's float() reads it, as {"reward": x}.
+// NaN and infinities, which Harbor would carry, are refused: no mean or
+// store can hold them. The test script's exit code plays no part.
 func readReward(dir string) (reward float64, rewards map[string]float64, err error) {
 	data, err := readSmall(filepath.Join(dir, rewardJSON))
 	switch {
@@ -93,9 +106,9 @@ func parseRewardJSON(data []byte) (float64, map[string]float64, error) {
 	rewards := make(map[string]float64, len(raw))
 	names := make([]string, 0, len(raw))
 	for name, v := range raw {
-		var f float64
-		if err := json.Unmarshal(v, &f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, nil, &rewardError{fmt.Sprintf("%s: %q is not a number: %s", rewardJSON, name, firstBytes(data))}
+		f, ok := laxNumber(v)
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, nil, &rewardError{fmt.Sprintf("%s: %q is not a number (%s), which Harbor also refuses: %s", rewardJSON, name, firstBytes(v), firstBytes(data))}
 		}
 		rewards[name] = f
 		names = append(names, name)
@@ -116,8 +129,8 @@ func parseRewardTxt(data []byte) (float64, map[string]float64, error) {
 	if s == "" {
 		return 0, nil, &rewardError{rewardTxt + " is empty"}
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	f, ok := pyFloat(s)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, nil, &rewardError{fmt.Sprintf("%s does not hold one number: %s", rewardTxt, firstBytes(data))}
 	}
 	return f, map[string]float64{"reward": f}, nil
@@ -131,3 +144,51 @@ func firstBytes(data []byte) string {
 	}
 	return strconv.Quote(string(data))
 }
+
+// laxNumber reads one reward.json value as pydantic's lax float | int
+// does: a JSON number, a boolean (1 or 0), or a string float() reads.
+func laxNumber(v json.RawMessage) (float64, bool) {
+	var x any
+	if err := json.Unmarshal(v, &x); err != nil {
+		return 0, false
+	}
+	switch x := x.(type) {
+	case float64:
+		return x, true
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	case string:
+		return pyFloat(x)
+	}
+	return 0, false
+}
+
+// pyFloat parses a number as Python's float(str) does: surrounding
+// whitespace allowed, underscores between digits, no hexadecimal.
+func pyFloat(s string) (float64, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.ContainsAny(s, "xXpP") {
+		return 0, false
+	}
+	if strings.Contains(s, "_") {
+		b := []byte(s)
+		out := make([]byte, 0, len(b))
+		for i, c := range b {
+			if c == '_' {
+				if i == 0 || i == len(b)-1 || !isDigit(b[i-1]) || !isDigit(b[i+1]) {
+					return 0, false
+				}
+				continue
+			}
+			out = append(out, c)
+		}
+		s = string(out)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

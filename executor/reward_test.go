@@ -34,7 +34,13 @@ func TestReadReward(t *testing.T) {
 		{name: "txt not a number", files: map[string]string{"reward.txt": "passed!"}, errWith: `"passed!"`},
 		{name: "txt empty", files: map[string]string{"reward.txt": "\n"}, errWith: "empty"},
 		{name: "json not an object", files: map[string]string{"reward.json": `[1]`}, errWith: `"[1]"`},
-		{name: "json value not a number", files: map[string]string{"reward.json": `{"reward": "1"}`}, errWith: `"reward" is not a number`},
+		{name: "json string number read as Harbor reads it", files: map[string]string{"reward.json": `{"reward": "1"}`}, reward: 1, keys: 1},
+		{name: "json booleans are 1 and 0", files: map[string]string{"reward.json": `{"reward": true, "lint": false}`}, reward: 1, keys: 2},
+		{name: "json value not a number", files: map[string]string{"reward.json": `{"reward": 1, "checks": {"a": true}}`}, errWith: `"checks" is not a number`},
+		{name: "json null", files: map[string]string{"reward.json": `{"reward": null}`}, errWith: `"reward" is not a number`},
+		{name: "json word", files: map[string]string{"reward.json": `{"reward": "passed"}`}, errWith: `"reward" is not a number`},
+		{name: "txt underscores as float()", files: map[string]string{"reward.txt": "1_0"}, reward: 10, keys: 1},
+		{name: "txt hex refused as float()", files: map[string]string{"reward.txt": "0x1"}, errWith: "does not hold one number"},
 		{name: "json empty object", files: map[string]string{"reward.json": `{}`}, errWith: "holds no reward"},
 	}
 	for _, tc := range cases {

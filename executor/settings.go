@@ -69,7 +69,9 @@ func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task)
 		}
 		s.Mounts = append(s.Mounts, sandbox.Mount{Source: src, Target: target})
 	}
-	if s.Workdir == "" && s.Kind != config.KindLocal {
+	if s.Workdir == "" && s.Kind != config.KindLocal && !s.TaskImage {
+		// A harness's own image works in /app; a task's image in its
+		// WORKDIR unless task.toml names one (Harbor's rule).
 		s.Workdir = "/app"
 		if t.Config != nil && t.Config.Environment.Workdir != "" {
 			s.Workdir = t.Config.Environment.Workdir
