@@ -161,10 +161,12 @@ func (a *attemptRun) harborStages(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	// Read and store what was copied out, now that nothing runs.
+	// Read and store what was copied out, now that nothing runs; the
+	// copies go once they are blobs.
 	if err := t.storeCollected(); err != nil && runErr == nil {
 		runErr = err
 	}
+	_ = os.RemoveAll(t.collected)
 	t.conclude(runErr == nil)
 	return runErr
 }

@@ -50,7 +50,7 @@ func TestDoctorReportsStoreSize(t *testing.T) {
 		t.Fatalf("doctor: exit %d\n%s", code, out)
 	}
 	first := firstLines(out, 1)
-	for _, want := range []string{"on disk", "state.db", "backup", "13 blobs", "8 event logs", "work folders"} {
+	for _, want := range []string{"on disk", "state.db", "backup", "18 blobs", "8 event logs", "work folders"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("doctor's store line %q lacks %q", first, want)
 		}
