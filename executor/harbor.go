@@ -361,18 +361,21 @@ func (j *job) keepEntrypoint() bool {
 	return j.settings.TaskImage && j.settings.Kind == config.KindDocker
 }
 
-// user is a task user as the sandbox can apply it: the local sandbox runs
-// everything as the operator.
+// user is a task user as the sandbox can apply it: only docker runs a
+// command as a user of its own; the local sandbox runs everything as the
+// operator, a pod as its user (the plan records that the task's users
+// are not applied there).
 func (t *trial) user(u string) string {
-	if t.a.j.settings.Kind == config.KindLocal {
+	if t.a.j.settings.Kind != config.KindDocker {
 		return ""
 	}
 	return u
 }
 
-// rootUser runs hemra's own housekeeping commands.
+// rootUser runs hemra's own housekeeping commands: root on docker; a
+// local process or a pod runs every command as its own user.
 func (t *trial) rootUser() string {
-	if t.a.j.settings.Kind == config.KindLocal {
+	if t.a.j.settings.Kind != config.KindDocker {
 		return ""
 	}
 	return "0:0"

@@ -225,7 +225,8 @@ func (t *trial) runTests(ctx context.Context, inst sandbox.Instance, st trialSte
 			if filepath.Dir(script) == d {
 				exec = []string{"test.sh"}
 			}
-			if err := uploadExecutable(ctx, inst, d, p.Tests, exec, t.rootUser()); err != nil {
+			// The files are the instance's user's: that user can chmod them.
+			if err := uploadExecutable(ctx, inst, d, p.Tests, exec, ""); err != nil {
 				return infraErr("%scopying tests/ into the verifier's sandbox: %v", st.label(), err)
 			}
 		}

@@ -106,7 +106,12 @@ func (p *planner) harborRecord(d *declared, m *state.Manifest, settings sandbox.
 
 	// The task's users, where they loosen hemra's defaults.
 	for _, u := range []struct{ key, user string }{{"[agent] user", cfg.Agent.User}, {"[verifier] user", cfg.Verifier.User}} {
-		if isRootUser(u.user) && settings.Kind != config.KindLocal {
+		switch {
+		case u.user == "":
+		case settings.Kind != config.KindDocker:
+			// Only docker runs a command as a user of its own.
+			m.Sandbox.Loosenings = append(m.Sandbox.Loosenings, fmt.Sprintf("task.toml %s = %q not applied (the %s sandbox runs every command as its own user)", u.key, u.user, settings.Kind))
+		case isRootUser(u.user):
 			m.Sandbox.Loosenings = append(m.Sandbox.Loosenings, fmt.Sprintf("task.toml %s = %q (commands run as root)", u.key, u.user))
 		}
 	}
