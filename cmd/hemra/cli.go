@@ -33,6 +33,7 @@ type CLI struct {
 	Compare  CompareCmd  `cmd:"" help:"Compare two evals × harnesses or runs, task by task, with 95% intervals."`
 	Export   ExportCmd   `cmd:"" help:"Write a self-contained copy of a run, an attempt or an eval × harness (hemra's or Harbor's layout)."`
 	Import   ImportCmd   `cmd:"" help:"Import a Harbor job folder, or a hemra export, into the store."`
+	Serve    ServeCmd    `cmd:"" help:"Serve a read-only web view of the store on 127.0.0.1:7878."`
 	Version  VersionCmd  `cmd:"" help:"Print hemra's version."`
 }
 
