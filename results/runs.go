@@ -1,7 +1,6 @@
 package results
 
 import (
-	"os"
 	"time"
 
 	"github.com/hemra-dev/hemra/state"
@@ -31,6 +30,17 @@ type RunList struct {
 	Writer        *state.LockInfo `json:"writer,omitempty"`
 }
 
+// Writer is who writes to the store now (an apply, an import), nil when
+// nobody does: a cheap look at the writer lock, without opening state.db.
+// The writer is another process (a reader in the writer's own process
+// sees none).
+func Writer(store *state.Store) *state.LockInfo {
+	if w, ok := store.WriterActive(); ok {
+		return w
+	}
+	return nil
+}
+
 // LoadRuns reads every run in one read transaction, newest first.
 func LoadRuns(store *state.Store) (*RunList, error) {
 	var runs []*state.Run
@@ -52,7 +62,6 @@ func LoadRuns(store *state.Store) (*RunList, error) {
 	if active {
 		l.Writer = writer
 	}
-	host, _ := os.Hostname()
 	now := time.Now()
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]
@@ -60,9 +69,7 @@ func LoadRuns(store *state.Store) (*RunList, error) {
 		info.Attempts = nil
 		end := r.FinishedAt
 		if r.Status == "running" {
-			// WriterActive does not count this process's own lock: an
-			// apply and a reader in one process (tests) see their run live.
-			info.Live = active && writer.PID == r.PID && writer.Host == r.Host || r.PID == os.Getpid() && r.Host == host
+			info.Live = active && writer.PID == r.PID && writer.Host == r.Host
 			if end.IsZero() {
 				end = now
 			}
@@ -73,4 +80,17 @@ func LoadRuns(store *state.Store) (*RunList, error) {
 		l.Runs = append(l.Runs, info)
 	}
 	return l, nil
+}
+
+// Stamp is the store's identity and change counter, read in one short
+// transaction: results read earlier with the same lineage and serial are
+// still the store's (a reader can keep them instead of reading again).
+func Stamp(store *state.Store) (StoreInfo, error) {
+	var meta state.Meta
+	err := store.View(func(v *state.View) error {
+		var err error
+		meta, err = v.Meta()
+		return err
+	})
+	return StoreInfo{Dir: store.Dir(), Lineage: meta.Lineage, Serial: meta.Serial}, err
 }

@@ -84,27 +84,17 @@ func buildMatrix(r *results.Results, run string) *matrixData {
 	return d
 }
 
-// live reports whether an apply is writing to the store now.
-func (s *Server) live() (*results.RunList, bool) {
-	l, err := results.LoadRuns(s.opts.Store)
-	if err != nil {
-		return nil, false
-	}
-	for _, r := range l.Runs {
-		if r.Live {
-			return l, true
-		}
-	}
-	return l, false
-}
+// live reports whether an apply (or an import) is writing to the store
+// now.
+func (s *Server) live() bool { return results.Writer(s.opts.Store) != nil }
 
 func (s *Server) matrixPage(r *http.Request) (*page, error) {
-	res, err := results.Load(s.opts.Store, results.Query{})
+	res, err := s.load(results.Query{})
 	if err != nil {
 		return nil, err
 	}
 	d := buildMatrix(res, "")
-	_, d.Live = s.live()
+	d.Live = s.live()
 	return &page{Title: "Results", Template: "matrix", Data: d, Live: d.Live,
 		Crumbs: []crumb{{"results", ""}}}, nil
 }
@@ -142,7 +132,7 @@ func (s *Server) runPage(r *http.Request) (*page, error) {
 	if info == nil {
 		return nil, fmt.Errorf("run %q: %w", id, state.ErrNotFound)
 	}
-	res, err := results.Load(s.opts.Store, results.Query{Run: id})
+	res, err := s.load(results.Query{Run: id})
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +184,14 @@ type groupData struct {
 	// flipped); Against the eval × harness flips are counted against.
 	Filter  string `json:"filter"`
 	Against string `json:"against,omitempty"`
-	// Tasks are the tasks the filter keeps, of Total.
-	Tasks []*taskRow `json:"tasks"`
-	Total int        `json:"total"`
+	// Tasks are the tasks the filter keeps (Matched of Total), a page of
+	// PageSize at a time: page Page of Pages.
+	Tasks    []*taskRow `json:"tasks"`
+	Total    int        `json:"total"`
+	Matched  int        `json:"matched"`
+	Page     int        `json:"page"`
+	Pages    int        `json:"pages"`
+	PageSize int        `json:"page_size"`
 	// Others are the other harnesses of the same eval (flipped's choices).
 	Others []string `json:"others"`
 
@@ -218,14 +213,49 @@ type taskRow struct {
 	Diff       *results.Estimate `json:"difference,omitempty"`
 }
 
+// loadGroup is the page's eval × harness (?g=, in ?run= when given),
+// and all the results it is part of (the latest, or the run's).
 func (s *Server) loadGroup(r *http.Request) (*results.Group, *results.Results, string, error) {
 	q := r.URL.Query()
 	g, run := q.Get("g"), q.Get("run")
 	if g == "" || !strings.Contains(g, "/") {
 		return nil, nil, "", badRequest("this page needs ?g=EVAL/HARNESS (the matrix links to it)")
 	}
-	grp, res, err := results.LoadGroup(s.opts.Store, results.Query{Group: g, Run: run})
+	grp, res, err := s.group(results.Query{Group: g, Run: run})
 	return grp, res, run, err
+}
+
+// group is the eval × harness q names (or the only one of q's run),
+// taken from the cached results of q's run or of the latest: the same
+// figures results.LoadGroup computes, since each group's are its own.
+func (s *Server) group(q results.Query) (*results.Group, *results.Results, error) {
+	all, err := s.load(results.Query{Run: q.Run})
+	if err != nil {
+		return nil, nil, err
+	}
+	if q.Group == "" {
+		switch len(all.Groups) {
+		case 1:
+			return all.Groups[0], all, nil
+		case 0:
+			return nil, nil, fmt.Errorf("%s has no attempts: %w", q, state.ErrNotFound)
+		}
+		names := make([]string, len(all.Groups))
+		for i, g := range all.Groups {
+			names[i] = g.Name()
+		}
+		return nil, nil, badRequest("%s covers %d evals × harnesses (%s): name one as %s:EVAL/HARNESS", q, len(names), strings.Join(names, ", "), q.Run)
+	}
+	i := strings.LastIndexByte(q.Group, '/')
+	grp := all.Group(q.Group[:i], q.Group[i+1:])
+	if grp == nil {
+		where := "the store"
+		if q.Run != "" {
+			where = "run " + q.Run
+		}
+		return nil, nil, fmt.Errorf("%s has no attempts of %s: %w", where, q.Group, state.ErrNotFound)
+	}
+	return grp, all, nil
 }
 
 func (s *Server) groupPage(r *http.Request) (*page, error) {
@@ -234,7 +264,7 @@ func (s *Server) groupPage(r *http.Request) (*page, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	d := &groupData{FormatVersion: res.FormatVersion, Selection: res.Selection, Run: run, Group: summarize(grp, run),
+	d := &groupData{FormatVersion: res.FormatVersion, Selection: results.Query{Group: grp.Name(), Run: run}.String(), Run: run, Group: summarize(grp, run),
 		Filter: q.Get("show"), Against: q.Get("against"), Total: len(grp.Tasks), Tasks: []*taskRow{}, Filters: filters,
 		Others: []string{}}
 	if d.Filter == "" {
@@ -245,11 +275,7 @@ func (s *Server) groupPage(r *http.Request) (*page, error) {
 	}
 	// The other harnesses of this eval, for flips (from the latest
 	// results, or from the run).
-	all, err := results.Load(s.opts.Store, results.Query{Run: run})
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range all.Groups {
+	for _, g := range res.Groups {
 		if g.Eval == grp.Eval && g.Harness != grp.Harness {
 			d.Others = append(d.Others, g.Name())
 		}
@@ -262,7 +288,7 @@ func (s *Server) groupPage(r *http.Request) (*page, error) {
 			}
 			d.Against = d.Others[0]
 		}
-		other, otherRes, err := results.LoadGroup(s.opts.Store, results.Query{Group: d.Against, Run: run})
+		other, otherRes, err := s.group(results.Query{Group: d.Against, Run: run})
 		if err != nil {
 			return nil, err
 		}
@@ -283,12 +309,26 @@ func (s *Server) groupPage(r *http.Request) (*page, error) {
 			d.Tasks = append(d.Tasks, row)
 		}
 	}
+	d.Matched, d.PageSize = len(d.Tasks), taskPageSize
+	d.Pages = max(1, (d.Matched+taskPageSize-1)/taskPageSize)
+	d.Page = 1
+	if p := q.Get("page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, badRequest("page=%q: want a page number from 1", p)
+		}
+		d.Page = min(n, d.Pages)
+	}
+	d.Tasks = d.Tasks[(d.Page-1)*taskPageSize : min(d.Page*taskPageSize, d.Matched)]
 	d.Plots = groupPlots(grp)
 	d.Judges = sortedKeys(grp.Judges)
-	_, d.Live = s.live()
+	d.Live = s.live()
 	d.Live = d.Live && grp.Running > 0
 	return &page{Title: grp.Name(), Template: "group", Data: d, Live: d.Live, Crumbs: groupCrumbs(grp.Name(), run, "")}, nil
 }
+
+// taskPageSize is how many tasks a page of the task table lists.
+const taskPageSize = 500
 
 func keepTask(filter string, t *taskRow) bool {
 	switch filter {
@@ -353,13 +393,9 @@ func (s *Server) taskPage(r *http.Request) (*page, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%s has no task %q: %w", grp.Name(), name, state.ErrNotFound)
 	}
-	d := &taskData{FormatVersion: res.FormatVersion, Selection: res.Selection, Run: run, Eval: grp.Eval, Harness: grp.Harness,
+	d := &taskData{FormatVersion: res.FormatVersion, Selection: results.Query{Group: grp.Name(), Run: run}.String(), Run: run, Eval: grp.Eval, Harness: grp.Harness,
 		Task: t, Attempts: t.List, Elsewhere: []elsewhere{}}
-	all, err := results.Load(s.opts.Store, results.Query{Run: run})
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range all.Groups {
+	for _, g := range res.Groups {
 		if g.Eval == grp.Eval && g.Harness != grp.Harness {
 			if ot := g.Task(name); ot != nil {
 				d.Elsewhere = append(d.Elsewhere, elsewhere{Group: g.Name(), URL: link("task", "g", g.Name(), "t", name, "run", run), Task: ot})
@@ -373,7 +409,7 @@ func (s *Server) taskPage(r *http.Request) (*page, error) {
 		}
 	}
 	d.Judges = sortedKeys(judges)
-	_, d.Live = s.live()
+	d.Live = s.live()
 	d.Live = d.Live && t.Running > 0
 	return &page{Title: grp.Name() + " · " + name, Template: "task", Data: d, Live: d.Live,
 		Crumbs: groupCrumbs(grp.Name(), run, name)}, nil
@@ -387,6 +423,7 @@ type attemptData struct {
 	Judges   []string       `json:"-"`
 	Older    string         `json:"-"` // the previous window of the event log
 	Newer    string         `json:"-"`
+	Latest   string         `json:"-"` // the last lines, as hemra show prints them
 	Live     bool           `json:"live"`
 }
 
@@ -426,8 +463,9 @@ func (s *Server) attemptPage(r *http.Request) (*page, error) {
 	}
 	if end := w.From + len(w.Lines); end < w.Total {
 		d.Newer = link("attempt", "id", det.Attempt.ID, "from", strconv.Itoa(end))
+		d.Latest = link("attempt", "id", det.Attempt.ID, "last", "1")
 	}
-	_, live := s.live()
+	live := s.live()
 	d.Live = live && !det.Attempt.Status().Terminal()
 	a := det.Attempt
 	grp := a.Manifest.Eval + "/" + a.Manifest.Harness
@@ -488,7 +526,7 @@ type compareData struct {
 func (s *Server) comparePage(r *http.Request) (*page, error) {
 	q := r.URL.Query()
 	d := &compareData{A: q.Get("a"), B: q.Get("b")}
-	all, err := results.Load(s.opts.Store, results.Query{})
+	all, err := s.load(results.Query{})
 	if err != nil {
 		return nil, err
 	}
@@ -512,11 +550,13 @@ func (s *Server) comparePage(r *http.Request) (*page, error) {
 		if err != nil {
 			return nil, nil, badRequest("%s: %v", tag, err)
 		}
-		g, res, err := results.LoadGroup(s.opts.Store, q)
+		g, res, err := s.group(q)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", tag, err)
 		}
-		return g, res, nil
+		side := *res // what the comparison names: this side's selection
+		side.Selection = q.String()
+		return g, &side, nil
 	}
 	a, ar, err := side("A", d.A)
 	if err != nil {

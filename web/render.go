@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"mime"
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -68,14 +68,16 @@ func attachment(name string) string {
 	if base == "." || base == "/" || base == "" {
 		base = "file"
 	}
+	// The plain filename keeps letters, digits and a few marks; the exact
+	// name goes in RFC 5987's filename*, percent-encoded.
 	ascii := strings.Map(func(r rune) rune {
-		if r < 0x20 || r >= 0x7f || r == '"' || r == '\\' || r == ';' {
-			return '_'
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-+=,()[] ", r) {
+			return r
 		}
-		return r
+		return '_'
 	}, base)
-	if d := mime.FormatMediaType("attachment", map[string]string{"filename": base}); d != "" && ascii == base {
-		return d
+	if ascii == base {
+		return `attachment; filename="` + base + `"`
 	}
 	return fmt.Sprintf(`attachment; filename="%s"; filename*=UTF-8''%s`, ascii, pathEscapeAll(base))
 }
@@ -246,6 +248,12 @@ var funcs = template.FuncMap{
 			filter = ""
 		}
 		return link("group", "g", g, "run", run, "show", filter, "against", against)
+	},
+	"pageURL": func(g, run, filter, against string, page int) string {
+		if filter == filterAll {
+			filter = ""
+		}
+		return link("group", "g", g, "run", run, "show", filter, "against", against, "page", strconv.Itoa(page))
 	},
 	"taskURL":    func(g, task, run string) string { return link("task", "g", g, "t", task, "run", run) },
 	"compareURL": func(a, b string) string { return link("compare", "a", a, "b", b) },

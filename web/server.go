@@ -34,6 +34,9 @@ type Options struct {
 	Exposed bool
 	// Log receives one line per failed request; nil discards.
 	Log *log.Logger
+	// NoCache reads the store afresh for every page, as when an apply
+	// changes it between any two requests (benchmarks).
+	NoCache bool
 	// Refresh is how often a live page reloads itself during an apply
 	// (default 2s).
 	Refresh time.Duration
@@ -44,6 +47,7 @@ type Server struct {
 	opts  Options
 	pages map[string]pageFunc
 	tmpl  map[string]*template.Template
+	cache resultsCache
 }
 
 // page is what a handler gives back: the data (also the JSON), the

@@ -21,7 +21,7 @@ import (
 type ServeCmd struct {
 	Listen string   `name:"listen" default:"127.0.0.1:7878" placeholder:"HOST:PORT" help:"Address to listen on. A non-loopback address is refused unless --expose."`
 	Expose bool     `name:"expose" help:"Allow a non-loopback -listen address; every request then needs the random access token printed at start."`
-	Plan   []string `name:"plan" placeholder:"FILE" help:"A saved plan (hemra plan -out FILE) to show, besides the *.hplan files at the top of the eval directory. Repeatable."`
+	Plan   []string `name:"plan" sep:"none" placeholder:"FILE" help:"A saved plan (hemra plan -out FILE) to show, besides the *.hplan files at the top of the eval directory. Repeatable."`
 }
 
 func (c *ServeCmd) Help() string {
