@@ -3,6 +3,7 @@ package results
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -51,9 +52,10 @@ const DefaultEventLimit = 500
 
 // File is one file an attempt's record names.
 type File struct {
-	// Kind: artifact, events (the event log), judge_request,
-	// judge_response, reward_details, input (a fingerprinted input's
-	// content).
+	// Kind: artifact, events (the event log), log (a file of the log
+	// folders: "agent/…", "verifier/…", "steps/<name>/verifier/…"),
+	// stdout and stderr (a task command's output), judge_request,
+	// judge_response, reward_details.
 	Kind string `json:"kind"`
 	// Name is the file's name as the record gives it (an artifact's path in
 	// the artifact folder, "judges/<judge>/calls/<n>.request.json", ...):
@@ -152,6 +154,18 @@ func filesOf(store *state.Store, a *state.Attempt, logPath string, logSize int64
 		for _, art := range o.Artifacts {
 			add("artifact", art.Path, art.SHA256, art.Size)
 		}
+		for _, c := range o.Commands {
+			base := path.Join(c.Stage, c.Step, c.Name)
+			if c.Stdout != nil && c.Stdout.SHA256 != "" {
+				add("stdout", base+".stdout", c.Stdout.SHA256, c.Stdout.Size)
+			}
+			if c.Stderr != nil && c.Stderr.SHA256 != "" {
+				add("stderr", base+".stderr", c.Stderr.SHA256, c.Stderr.Size)
+			}
+		}
+		for _, l := range o.Logs {
+			add("log", l.Path, l.SHA256, l.Size)
+		}
 		if rd := o.RewardDetails; rd != nil && rd.Blob != "" {
 			add("reward_details", "verifier/reward-details.json", rd.Blob, -1)
 		}
@@ -179,6 +193,18 @@ func (d *Detail) FileBySHA(sha string) (File, bool) {
 		}
 	}
 	return File{}, false
+}
+
+// ReadHead reads the first n bytes of a file of the attempt (as OpenFile
+// finds it), and says how big the whole file is.
+func ReadHead(store *state.Store, d *Detail, sha string, n int64) ([]byte, int64, error) {
+	f, info, err := OpenFile(store, d, sha)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	return b, info.Size, err
 }
 
 // OpenFile opens a file of the attempt: one its record names (by its

@@ -415,11 +415,23 @@ func (s *Server) taskPage(r *http.Request) (*page, error) {
 		Crumbs: groupCrumbs(grp.Name(), run, name)}, nil
 }
 
+type commandView struct {
+	state.CommandOutput
+	Stdout, Stderr         string
+	StdoutMore, StderrMore int64 // bytes past what the page shows
+}
+
+// commandHead is how much of a command's output the attempt page shows.
+const commandHead = 64 << 10
+
 type attemptData struct {
 	*results.Detail
 	// Verifier are hemra's lines about the verify stage (the test script's
 	// exit code and output tail).
 	Verifier []results.Step `json:"-"`
+	// Commands are the task commands the stages ran (solve.sh, test.sh,
+	// setup.sh), with the start of their output.
+	Commands []commandView `json:"-"`
 	Judges   []string       `json:"-"`
 	Older    string         `json:"-"` // the previous window of the event log
 	Newer    string         `json:"-"`
@@ -456,6 +468,18 @@ func (s *Server) attemptPage(r *http.Request) (*page, error) {
 	}
 	if o := det.Attempt.Outcome; o != nil {
 		d.Judges = sortedKeys(o.Judges)
+		for _, c := range o.Commands {
+			cv := commandView{CommandOutput: c}
+			if c.Stdout != nil && c.Stdout.SHA256 != "" {
+				b, n, _ := results.ReadHead(s.opts.Store, det, c.Stdout.SHA256, commandHead)
+				cv.Stdout, cv.StdoutMore = string(b), n-int64(len(b))
+			}
+			if c.Stderr != nil && c.Stderr.SHA256 != "" {
+				b, n, _ := results.ReadHead(s.opts.Store, det, c.Stderr.SHA256, commandHead)
+				cv.Stderr, cv.StderrMore = string(b), n-int64(len(b))
+			}
+			d.Commands = append(d.Commands, cv)
+		}
 	}
 	w := det.Events
 	if w.From > 0 {

@@ -197,7 +197,13 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"keys": func(m map[string]float64) []string { return sortedKeys(m) },
+	"rewardList": func(m map[string]float64) string {
+		parts := make([]string, 0, len(m))
+		for _, k := range sortedKeys(m) {
+			parts = append(parts, k+"="+results.Num(m[k]))
+		}
+		return strings.Join(parts, ", ")
+	},
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return ""

@@ -38,6 +38,11 @@ func hostileStore(t *testing.T) (*state.Store, *state.Attempt, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, err := w.PutBlob([]byte("test output " + planted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := 1
 	run := &state.Run{ID: state.NewID(), Planned: 1}
 	if err := w.BeginRun(run); err != nil {
 		t.Fatal(err)
@@ -51,6 +56,9 @@ func hostileStore(t *testing.T) (*state.Store, *state.Attempt, string) {
 		Outcome: &state.Outcome{Class: state.ClassTaskFailure, Reward: &reward, Error: planted, StartedAt: at, FinishedAt: at.Add(time.Second),
 			AgentResult: json.RawMessage(mustJSON(t, planted)), StderrTail: planted + "\n\x1b[31mred\u202egnp.exe",
 			Artifacts: []state.Artifact{{Path: `<img src=x onerror=alert(5)>.html`, Size: 39, SHA256: art}},
+			Commands: []state.CommandOutput{{Stage: "verify", Name: "tests/test.sh", Exit: &one,
+				Stdout: &state.Output{SHA256: out, Size: int64(len("test output " + planted))}}},
+			Logs: []state.Artifact{{Path: "verifier/reward.json", SHA256: out, Size: 1}},
 			Judges: map[string]state.JudgeScore{"quality": {Score: &score, Model: planted,
 				Criteria: []state.CriterionScore{{Name: "c1", Value: &value, Reasoning: planted}},
 				Calls:    []state.ModelCall{{Seq: 1, Path: "/v1/responses", Status: 200, Error: planted}}}}},
@@ -150,6 +158,8 @@ func TestEveryPageEscapesWhatTheAgentWrote(t *testing.T) {
 		"&lt;script&gt;alert(1)&lt;/script&gt;", // the message, as text
 		"tool_call", "MCP fs", "result (error)", "not json", "tests/test.sh", "exited 1",
 		"&lt;img src=x onerror=alert(5)&gt;.html", // the artifact's name
+		"test output &lt;script&gt;",              // the verifier's stdout, inline
+		"verifier/reward.json", "verify/tests/test.sh.stdout",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the attempt page does not show %q", want)

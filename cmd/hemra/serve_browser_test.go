@@ -381,8 +381,8 @@ func TestServeInBrowser(t *testing.T) {
 	traj := text(t, ctx, css("ol.trajectory"))
 	wantIn(t, "the trajectory", traj, "hello", "message", "assistant", "tool_call", "write_file", "wrote 12 bytes", "working on json-report", "result",
 		`Planted: <script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> done`)
-	wantIn(t, "the verifier section", text(t, ctx, xp("//h2[.='Verifier']/following-sibling::p[1]")), "tests/test.sh exited 0")
-	wantIn(t, "the files", text(t, ctx, css("table.files")), "report.html", "notes.txt", "events.jsonl")
+	wantIn(t, "the verifier section", text(t, ctx, css("section.command")), "verify", "tests/test.sh", "exited 0")
+	wantIn(t, "the files", text(t, ctx, css("table.files")), "report.html", "notes.txt", "events.jsonl", "verifier/reward.json")
 	notPwned(t, ctx, "the attempt page")
 
 	// The artifact with a <script> is a download: clicking it saves the
