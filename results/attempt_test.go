@@ -22,7 +22,7 @@ func TestReadEventsWindows(t *testing.T) {
 	for i := range 10 {
 		fmt.Fprintf(&b, `{"t":"2026-01-01T00:00:00Z","seq":%d,"event":{"type":"event","kind":"log","data":{"message":"m%d"}}}`+"\n", i+1, i)
 	}
-	b.WriteString("\n")                                 // blank lines are not lines
+	b.WriteString("\n")                                  // blank lines are not lines
 	b.WriteString(`{"t":"2026-01-01T00:00:00Z","seq":9`) // being written: no newline yet
 	p := writeLog(t, b.String())
 	for _, c := range []struct {

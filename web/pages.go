@@ -432,11 +432,11 @@ type attemptData struct {
 	// Commands are the task commands the stages ran (solve.sh, test.sh,
 	// setup.sh), with the start of their output.
 	Commands []commandView `json:"-"`
-	Judges   []string       `json:"-"`
-	Older    string         `json:"-"` // the previous window of the event log
-	Newer    string         `json:"-"`
-	Latest   string         `json:"-"` // the last lines, as hemra show prints them
-	Live     bool           `json:"live"`
+	Judges   []string      `json:"-"`
+	Older    string        `json:"-"` // the previous window of the event log
+	Newer    string        `json:"-"`
+	Latest   string        `json:"-"` // the last lines, as hemra show prints them
+	Live     bool          `json:"live"`
 }
 
 func (s *Server) attemptPage(r *http.Request) (*page, error) {
