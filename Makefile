@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: build install test test-short bench quickstart vet fmt
+.PHONY: build install test test-short bench quickstart vet fmt fuzz
 
 # hemra's in-sandbox programs (the MCP connector, ...) are built first and
 # embedded, so bin/hemra needs no Go toolchain to start sandboxes that use
@@ -23,6 +23,10 @@ vet:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+
+# Every fuzz target for a few seconds each (HEMRA_FUZZTIME=5s), as CI does.
+fuzz:
+	./scripts/fuzz.sh
 
 # The main job: apply the quickstart example end to end.
 quickstart: build

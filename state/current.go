@@ -61,8 +61,8 @@ func decodeCurrentFast(val []byte) (Current, bool) {
 				return c, false
 			}
 			value = rest[1 : 1+end]
-			if strings.IndexByte(value, '\\') >= 0 {
-				return c, false
+			if !plainJSONText(value) {
+				return c, false // escapes, control bytes, non-ASCII: encoding/json's
 			}
 			rest = rest[2+end:]
 		case strings.HasPrefix(rest, "true"):
@@ -108,4 +108,16 @@ func decodeCurrentFast(val []byte) (Current, bool) {
 		}
 	}
 	return c, true
+}
+
+// plainJSONText reports whether s is printable ASCII without a backslash:
+// text encoding/json reads as it is. A control byte (which it refuses) or
+// a non-ASCII one (which it may replace) is left to it.
+func plainJSONText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= 0x7f || b == '\\' {
+			return false
+		}
+	}
+	return true
 }
