@@ -200,7 +200,8 @@ var funcs = template.FuncMap{
 	"rewardList": func(m map[string]float64) string {
 		parts := make([]string, 0, len(m))
 		for _, k := range sortedKeys(m) {
-			parts = append(parts, k+"="+results.Num(m[k]))
+			v := m[k]
+			parts = append(parts, k+"="+rewardText(&v))
 		}
 		return strings.Join(parts, ", ")
 	},

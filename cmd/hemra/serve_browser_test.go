@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -384,6 +385,24 @@ func TestServeInBrowser(t *testing.T) {
 	wantIn(t, "the verifier section", text(t, ctx, css("section.command")), "verify", "tests/test.sh", "exited 0")
 	wantIn(t, "the files", text(t, ctx, css("table.files")), "report.html", "notes.txt", "events.jsonl", "verifier/reward.json")
 	notPwned(t, ctx, "the attempt page")
+	// The page and hemra show agree on the attempt's record.
+	record := text(t, ctx, css("dl.record"))
+	for _, line := range strings.Split(hemraOK(t, dir, nil, "show", "-no-color", "smoke/scripted/json-report#1"), "\n")[1:] {
+		key, value, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		if key == "" || strings.HasPrefix(line, "Transitions") {
+			break
+		}
+		value = strings.TrimSpace(value)
+		if key == "output" { // JSON in show, its text on the page
+			var s string
+			if json.Unmarshal([]byte(value), &s) == nil {
+				value = s
+			}
+		}
+		if key != "time" && !strings.Contains(record, value) {
+			t.Errorf("hemra show prints %s %q; the attempt page shows:\n%s", key, value, record)
+		}
+	}
 
 	// The artifact with a <script> is a download: clicking it saves the
 	// file, byte for byte, and the page stays what it was.
