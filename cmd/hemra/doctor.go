@@ -39,9 +39,12 @@ func (c *DoctorCmd) Help() string {
 	return `Says how much disk the store takes (state.db, its backup, blobs, event
 logs, work folders) and warns when other users can read it. Lists every
 sandbox kind, whether it is available here (the Docker
-Engine's version; a bridge program for modal, fly and sprites found as
-hemra-sandbox-<kind> on PATH or by HEMRA_SANDBOX_<KIND>_BIN), and what each
-sandbox declared in the eval directory enforces as configured.
+Engine's version; the Kubernetes API server of $KUBECONFIG; a bridge
+program for modal, fly and sprites found as hemra-sandbox-<kind> on PATH or
+by HEMRA_SANDBOX_<KIND>_BIN), and what each sandbox declared in the eval
+directory enforces as configured. A kubernetes sandbox is checked against
+its own cluster and namespace: doctor runs the network probe there and says
+why network_block or linux_vm is not offered.
 
 -prune removes only objects labelled dev.hemra.managed=true and made on this
 machine (dev.hemra.host-id; another machine's objects on a shared engine are
@@ -50,7 +53,9 @@ whose hemra process is gone; snapshot images whose store (the
 dev.hemra.store label) no longer exists, or whose attempt is no longer its
 address's current one in that store and is not reused by it (stores that
 cannot be read or that an apply holds are left alone); and volumes no
-container uses.
+container uses. In the namespaces of the configured kubernetes sandboxes it
+removes the pods labelled with this host and this store whose hemra process
+is gone.
 
 Examples:
 

@@ -21,7 +21,7 @@ const (
 	LabelManaged = "hemra.dev/managed" // "true"
 	LabelRole    = "hemra.dev/role"    // agent | verifier | judge | probe
 	LabelAttempt = "hemra.dev/attempt" // attempt id (hashed when not a valid label value)
-	LabelHost    = "hemra.dev/host"    // hash of the host identity
+	LabelHost    = "hemra.dev/host"    // the host identity (docker.HostID)
 	LabelStore   = "hemra.dev/store"   // hash of the store folder
 	LabelNetwork = "hemra.dev/network" // none | open: the deny-all policy selects "none"
 
@@ -51,7 +51,7 @@ const seedScript = `if [ -d "$1" ]; then cp -Rp "$1/." ` + seedMount + `/ 2>/dev
 
 // hostLabels are the labels that scope a list to this host (and store).
 func (p *Provider) hostLabels(store string) map[string]string {
-	l := map[string]string{LabelManaged: "true", LabelHost: hashLabel(p.host)}
+	l := map[string]string{LabelManaged: "true", LabelHost: p.hostID}
 	if store != "" {
 		l[LabelStore] = hashLabel(store)
 	}

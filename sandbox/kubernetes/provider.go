@@ -71,7 +71,8 @@ type Options struct {
 	// referenced by a local image id; nil refuses both.
 	Docker *docker.Provider
 	// Host names this machine in the labels of what the provider creates
-	// ("" = the host name), so a prune touches only this host's pods.
+	// ("" = docker.HostID, the identity the docker provider labels with),
+	// so a prune touches only this host's pods.
 	Host string
 	// Store is the absolute store folder of the apply or doctor that uses
 	// the provider: the first pod started in a namespace removes the pods a
@@ -81,9 +82,10 @@ type Options struct {
 
 // Provider runs sandboxes as pods on a Kubernetes cluster.
 type Provider struct {
-	opts  Options
-	grace time.Duration
-	host  string
+	opts   Options
+	grace  time.Duration
+	host   string // the host name, for messages
+	hostID string // the host identity labels carry
 
 	mu       sync.Mutex
 	clusters map[string]*cluster // by kubeconfig and context
@@ -103,11 +105,12 @@ func New(opts Options) *Provider {
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
 	}
-	host := opts.Host
-	if host == "" {
-		host, _ = os.Hostname()
+	host, _ := os.Hostname()
+	id := docker.HostID()
+	if opts.Host != "" {
+		host, id = opts.Host, hashLabel(opts.Host)
 	}
-	return &Provider{opts: opts, grace: opts.StopGrace, host: host, clusters: map[string]*cluster{}}
+	return &Provider{opts: opts, grace: opts.StopGrace, host: host, hostID: id, clusters: map[string]*cluster{}}
 }
 
 // Kind implements sandbox.Provider.

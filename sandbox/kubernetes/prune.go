@@ -35,9 +35,8 @@ type PruneReport struct {
 // creatorAlive says whether the hemra that created a pod may still be
 // running: it is, or it ran on another host (which cannot be checked).
 func (p *Provider) creatorAlive(pod *corev1.Pod) (bool, string) {
-	host := pod.Annotations[AnnotationHost]
-	if host != "" && host != p.host {
-		return true, fmt.Sprintf("created by hemra on host %s, which this hemra cannot check", host)
+	if id := pod.Labels[LabelHost]; id != p.hostID {
+		return true, fmt.Sprintf("created by hemra on host %s, which this hemra cannot check", pod.Annotations[AnnotationHost])
 	}
 	pid, err := strconv.Atoi(pod.Annotations[AnnotationPID])
 	if err != nil || pid <= 0 {
