@@ -357,3 +357,20 @@ func TestFunctionNames(t *testing.T) {
 		}
 	}
 }
+
+func TestKubernetesSandbox(t *testing.T) {
+	cfg := mustLoad(t, "testdata/valid/kinds", LoadOptions{})
+	s := cfg.Sandboxes["cluster"]
+	if s == nil || s.Kind != KindKubernetes || s.Kubernetes == nil {
+		t.Fatalf("sandbox.cluster: %+v", s)
+	}
+	k := s.Kubernetes
+	if k.Context != "evals" || k.Namespace != "hemra-evals" || k.Registry != "registry.example.com/evals" || k.RuntimeClass != "kata" || !k.RuntimeClassVM ||
+		k.ServiceAccount != "evals-agent" || k.NodeSelector["pool"] != "evals" || k.NodeSelector["kubernetes.io/arch"] != "amd64" || len(k.Tolerations) != 2 ||
+		k.Tolerations[0].Key != "dedicated" || k.Tolerations[0].Effect != "NoSchedule" || k.Tolerations[1].Operator != "Exists" || !strings.HasPrefix(k.ProbeImage, "busybox@") {
+		t.Errorf("kubernetes settings: %+v", k)
+	}
+	if k.Kubeconfig != "" || !s.ReadOnly || s.CPUs != 1 {
+		t.Errorf("kubeconfig %q, read_only %v, cpus %v", k.Kubeconfig, s.ReadOnly, s.CPUs)
+	}
+}
