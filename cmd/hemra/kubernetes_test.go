@@ -86,7 +86,7 @@ sandbox "k8s" {
   namespace  = "` + e.ns + `"
   registry   = "` + e.registry + `/hemra-e2e"
   memory     = "512m"
-  cpus       = 1
+  cpus       = 0.1
 }
 
 sandbox "k8sprog" {
@@ -95,7 +95,7 @@ sandbox "k8sprog" {
   namespace  = "` + e.ns + `"
   image      = "` + e.harness + `"
   memory     = "256m"
-  cpus       = 0.5
+  cpus       = 0.05
 }
 `
 }

@@ -47,7 +47,7 @@ func setup(t testing.TB) fixture {
 	}
 	ns := k8stest.Namespace(t, kubeconfig)
 	return fixture{kubeconfig: kubeconfig, ns: ns, docker: dp, settings: sandbox.Settings{
-		Kind: kubernetes.Kind, Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.5,
+		Kind: kubernetes.Kind, Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.05,
 		Kubernetes: &sandbox.Kubernetes{Kubeconfig: kubeconfig, Namespace: ns, Registry: k8stest.Registry(t) + "/hemra-test"}}}
 }
 
@@ -91,7 +91,7 @@ func TestHardenedPod(t *testing.T) {
 		check(sc != nil && sc.Capabilities != nil && len(sc.Capabilities.Drop) == 1 && sc.Capabilities.Drop[0] == "ALL" && len(sc.Capabilities.Add) == 0, c.Name+": capabilities not all dropped")
 		check(sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot, c.Name+": runAsNonRoot not set")
 		check(c.Resources.Limits.Memory().Value() == 128<<20, c.Name+": memory limit is not the sandbox's")
-		check(c.Resources.Limits.Cpu().MilliValue() == 500, c.Name+": CPU limit is not the sandbox's")
+		check(c.Resources.Limits.Cpu().MilliValue() == 50, c.Name+": CPU limit is not the sandbox's")
 		for _, e := range c.Env {
 			check(!strings.Contains(e.Value, "planted-secret-value"), c.Name+": a variable value is in the pod spec")
 		}

@@ -136,7 +136,7 @@ func (c *cluster) probe(ctx context.Context, ns string, s sandbox.Settings, imag
 	start := func(network string, cmd []string) (string, error) {
 		st := s
 		st.Network = network
-		st.Memory, st.CPUs, st.ReadOnly = 64<<20, 0.1, false
+		st.Memory, st.CPUs, st.ReadOnly = 64<<20, 0.02, false
 		pod := c.p.podFor(st, sandbox.Spec{Store: c.p.opts.Store}, "probe", image, false)
 		pod.Spec.Containers[0].Command = cmd
 		pod.Spec.Containers[0].WorkingDir = ""

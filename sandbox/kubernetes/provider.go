@@ -376,9 +376,9 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if _, err := w.wait(startCtx, created.Name, podStarted); err != nil {
+	if last, err := w.wait(startCtx, created.Name, podStarted); err != nil {
 		if startCtx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("pod %s/%s did not start in %s", ns, created.Name, startTimeout)
+			err = fmt.Errorf("pod %s/%s did not start in %s: %s", ns, created.Name, startTimeout, pendingReason(last))
 		}
 		return fail(err)
 	}
@@ -439,6 +439,25 @@ func waitingProblem(st corev1.ContainerStatus) error {
 		return fmt.Errorf("container %s: %s: %s", st.Name, w.Reason, w.Message)
 	}
 	return nil
+}
+
+// pendingReason says why a pod has not started yet: the scheduler's
+// reason (Insufficient cpu), or what its containers wait for.
+func pendingReason(pod *corev1.Pod) string {
+	if pod == nil {
+		return "the pod was never seen"
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue {
+			return strings.TrimSpace("not scheduled: " + c.Reason + " " + c.Message)
+		}
+	}
+	for _, st := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if w := st.State.Waiting; w != nil {
+			return strings.TrimSpace(fmt.Sprintf("container %s waiting: %s %s", st.Name, w.Reason, w.Message))
+		}
+	}
+	return "phase " + string(pod.Status.Phase)
 }
 
 func podProblem(pod *corev1.Pod) string {

@@ -15,7 +15,9 @@ import (
 
 // TestKubernetesConformance runs the suite on the real cluster (skipped
 // when none answers, unless HEMRA_TEST_K8S=1): the busybox test image is
-// pushed to an in-process registry the cluster pulls from.
+// pushed to an in-process registry the cluster pulls from. The pods ask
+// for a twentieth of a CPU, so that tests running at once fit on a small
+// node (requests are limits).
 func TestKubernetesConformance(t *testing.T) {
 	kubeconfig := k8stest.Kubeconfig(t)
 	cli := testimages.Client(t)
@@ -34,7 +36,7 @@ func TestKubernetesConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := kubernetes.New(kubernetes.Options{Docker: dp, StopGrace: 2 * time.Second})
-	settings := sandbox.Settings{Kind: kubernetes.Kind, Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.5,
+	settings := sandbox.Settings{Kind: kubernetes.Kind, Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.05,
 		Kubernetes: &sandbox.Kubernetes{Kubeconfig: kubeconfig, Namespace: k8stest.Namespace(t, kubeconfig), Registry: k8stest.Registry(t) + "/hemra-test"}}
 	sandboxtest.Run(t, sandboxtest.Config{Provider: p, Settings: settings})
 }
