@@ -27,6 +27,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hemra-dev/hemra/internal/testimages"
+	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/sandbox/docker"
 )
 
 // DefaultKubeconfig is where scripts/k8s-up.sh writes the admin
@@ -192,4 +196,32 @@ func Describe(cs kubernetes.Interface, ns string) string {
 		out += fmt.Sprintf("%s %s\n", p.Name, p.Status.Phase)
 	}
 	return out
+}
+
+// Busybox returns the settings of a kubernetes sandbox on the test
+// cluster, in a fresh namespace, running the busybox test image (a local
+// image id the provider pushes to the test registry), and the docker
+// provider that holds that image. The pods ask for a twentieth of a CPU,
+// so that tests running at once fit on a small node (requests are
+// limits).
+func Busybox(t testing.TB) (sandbox.Settings, *docker.Provider) {
+	t.Helper()
+	kubeconfig := Kubeconfig(t)
+	cli := testimages.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ref, err := testimages.EnsureBusybox(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := docker.New(docker.Options{Client: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sandbox.Settings{Kind: "kubernetes", Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.05,
+		Kubernetes: &sandbox.Kubernetes{Kubeconfig: kubeconfig, Namespace: Namespace(t, kubeconfig), Registry: Registry(t) + "/hemra-test"}}, dp
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/hemra-dev/hemra/internal/streampipe"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/archive"
 )
@@ -163,15 +164,15 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 // ends it on ctx's cancellation or the request's timeout.
 func (in *instance) stream(ctx context.Context, pr *process, req sandbox.ExecRequest) {
 	hj := pr.hj
-	pr.stdout, pr.stderr = newPipe(streamBuffer), newPipe(streamBuffer)
+	pr.stdout, pr.stderr = streampipe.New(streamBuffer), streampipe.New(streamBuffer)
 	pr.copied, pr.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		_, err := stdcopy.StdCopy(pr.stdout, pr.stderr, hj.Reader)
 		if err == nil || pr.forced.Load() {
 			err = io.EOF
 		}
-		pr.stdout.closeWithError(err)
-		pr.stderr.closeWithError(err)
+		pr.stdout.CloseWithError(err)
+		pr.stderr.CloseWithError(err)
 		close(pr.copied)
 	}()
 	if req.Stdin {
@@ -362,7 +363,7 @@ func (pr *process) watchMainStdout() {
 			}
 		}
 		if len(pids) > 0 && !pipeHeld(pids, pipe) {
-			pr.stdout.closeWithError(io.EOF)
+			pr.stdout.CloseWithError(io.EOF)
 			return
 		}
 	}
@@ -385,8 +386,8 @@ type process struct {
 	cancelWait context.CancelFunc
 	hj         types.HijackedResponse
 	stdin      io.WriteCloser
-	stdout     *pipe
-	stderr     *pipe
+	stdout     *streampipe.Pipe
+	stderr     *streampipe.Pipe
 	copied     chan struct{} // the output stream ended
 	done       chan struct{} // Wait returned
 
@@ -741,83 +742,6 @@ func (in *instance) Stop(ctx context.Context) error {
 	return nil
 }
 
-// pipe is an in-memory pipe whose writer blocks only once max bytes wait
-// unread, so a caller that reads stdout to the end before stderr does not
-// deadlock on a command that writes a little to both.
-type pipe struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	buf    []byte
-	max    int
-	err    error // set by the writer side when the stream ends
-	closed bool  // reader closed
-}
-
-func newPipe(max int) *pipe {
-	p := &pipe{max: max}
-	p.cond = sync.NewCond(&p.mu)
-	return p
-}
-
-func (p *pipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for len(b) > 0 {
-		for len(p.buf) >= p.max && !p.closed {
-			p.cond.Wait()
-		}
-		if p.closed {
-			// Nobody reads any more: drop the rest so the command is not
-			// blocked on a reader that went away.
-			return n + len(b), nil
-		}
-		k := min(len(b), p.max-len(p.buf))
-		p.buf = append(p.buf, b[:k]...)
-		b = b[k:]
-		n += k
-		p.cond.Broadcast()
-	}
-	return n, nil
-}
-
-func (p *pipe) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.buf) == 0 && p.err == nil {
-		p.cond.Wait()
-	}
-	if len(p.buf) == 0 {
-		return 0, p.err
-	}
-	n := copy(b, p.buf)
-	p.buf = p.buf[n:]
-	if len(p.buf) == 0 {
-		p.buf = nil
-	}
-	p.cond.Broadcast()
-	return n, nil
-}
-
-// Close is the reader giving up.
-func (p *pipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.buf = nil
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	return nil
-}
-
-func (p *pipe) closeWithError(err error) {
-	p.mu.Lock()
-	if p.err == nil {
-		p.err = err
-	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
-
 // execLinger is how long an exec's output may stay open after its command
 // ended: what the command started in the background and still holds the
 // stream is then cut off (docker ends an exec's stream only when every
@@ -881,7 +805,7 @@ func (pr *process) watch(protocol bool) {
 				closed = !pipeHeld(pids, stdoutPipe)
 			}
 			if closed {
-				pr.stdout.closeWithError(io.EOF)
+				pr.stdout.CloseWithError(io.EOF)
 				watchStdout = false
 			}
 		}

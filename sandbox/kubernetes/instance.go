@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/hemra-dev/hemra/internal/streampipe"
 	"github.com/hemra-dev/hemra/sandbox"
 )
 
@@ -160,7 +161,7 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		return nil, fmt.Errorf("exec %s: %w", req.Command[0], err)
 	}
 	stdinR, stdinW := io.Pipe()
-	pr := &process{in: in, stdout: newPipe(streamBuffer), stderr: newPipe(streamBuffer), done: make(chan struct{}), sid: make(chan int, 1)}
+	pr := &process{in: in, stdout: streampipe.New(streamBuffer), stderr: streampipe.New(streamBuffer), done: make(chan struct{}), sid: make(chan int, 1)}
 	pidR, pidW := io.Pipe()
 	go func() {
 		err := ex.StreamWithContext(context.WithoutCancel(ctx), remotecommand.StreamOptions{Stdin: stdinR, Stdout: pidW, Stderr: pr.stderr})
@@ -175,7 +176,7 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		// The command has ended: what is still written to its stdin is
 		// refused, and the stream's reader sees the end.
 		stdinW.Close()
-		pr.stderr.closeWithError(io.EOF)
+		pr.stderr.CloseWithError(io.EOF)
 		<-pr.copied
 		close(pr.done)
 	}()
@@ -196,7 +197,7 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 		if err == nil {
 			err = io.EOF
 		}
-		pr.stdout.closeWithError(err)
+		pr.stdout.CloseWithError(err)
 		close(pr.copied)
 	}()
 	if _, err := stdinW.Write(envInput(env)); err != nil {
@@ -228,8 +229,8 @@ func (in *instance) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.
 type process struct {
 	in     *instance
 	stdin  io.WriteCloser
-	stdout *pipe
-	stderr *pipe
+	stdout *streampipe.Pipe
+	stderr *streampipe.Pipe
 	copied chan struct{} // stdout ended
 	done   chan struct{} // the exec stream ended: code and err are set
 	code   int
@@ -354,65 +355,4 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
-}
-
-// pipe is a bounded in-memory pipe: Write blocks while max bytes wait
-// unread, Read blocks until data or the close.
-type pipe struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	buf    []byte
-	max    int
-	err    error
-	closed bool
-}
-
-func newPipe(max int) *pipe {
-	p := &pipe{max: max}
-	p.cond = sync.NewCond(&p.mu)
-	return p
-}
-
-func (p *pipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for len(b) > 0 {
-		for len(p.buf) >= p.max && !p.closed {
-			p.cond.Wait()
-		}
-		if p.closed {
-			return n, io.ErrClosedPipe
-		}
-		k := min(len(b), p.max-len(p.buf))
-		p.buf = append(p.buf, b[:k]...)
-		b = b[k:]
-		n += k
-		p.cond.Broadcast()
-	}
-	return n, nil
-}
-
-func (p *pipe) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.buf) == 0 && p.err == nil {
-		p.cond.Wait()
-	}
-	if len(p.buf) == 0 {
-		return 0, p.err
-	}
-	n := copy(b, p.buf)
-	p.buf = p.buf[n:]
-	p.cond.Broadcast()
-	return n, nil
-}
-
-func (p *pipe) closeWithError(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = err
-	}
-	p.cond.Broadcast()
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hemra-dev/hemra/internal/k8stest"
-	"github.com/hemra-dev/hemra/internal/testimages"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
 	"github.com/hemra-dev/hemra/sandbox/kubernetes"
@@ -26,29 +25,11 @@ type fixture struct {
 }
 
 // setup connects to the test cluster (or skips), makes a namespace and
-// pushes the busybox test image through the provider.
+// names the busybox test image, which the provider pushes.
 func setup(t testing.TB) fixture {
 	t.Helper()
-	kubeconfig := k8stest.Kubeconfig(t)
-	cli := testimages.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ref, err := testimages.EnsureBusybox(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	insp, err := cli.ImageInspect(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, err := docker.New(docker.Options{Client: cli})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := k8stest.Namespace(t, kubeconfig)
-	return fixture{kubeconfig: kubeconfig, ns: ns, docker: dp, settings: sandbox.Settings{
-		Kind: kubernetes.Kind, Image: insp.ID, Network: "none", Memory: 128 << 20, CPUs: 0.05,
-		Kubernetes: &sandbox.Kubernetes{Kubeconfig: kubeconfig, Namespace: ns, Registry: k8stest.Registry(t) + "/hemra-test"}}}
+	s, dp := k8stest.Busybox(t)
+	return fixture{kubeconfig: s.Kubernetes.Kubeconfig, ns: s.Kubernetes.Namespace, docker: dp, settings: s}
 }
 
 // TestHardenedPod inspects the live pod of an instance for every

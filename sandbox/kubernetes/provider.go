@@ -297,21 +297,9 @@ func (p *Provider) Validate(s sandbox.Settings) error {
 	return errors.Join(errs...)
 }
 
-// PathsFor are the well-known folders of a pod with settings s.
-func PathsFor(s sandbox.Settings) sandbox.Paths {
-	wd := s.Workdir
-	if wd == "" {
-		wd = DefaultWorkdir
-	}
-	return sandbox.Paths{
-		Workdir:      wd,
-		AgentLogs:    PathAgentLogs,
-		VerifierLogs: PathVerifierLog,
-		Tests:        PathTests,
-		Solution:     PathSolution,
-		Artifacts:    PathArtifacts,
-	}
-}
+// PathsFor are the well-known folders of a pod with settings s: Harbor's,
+// as in a docker container.
+func PathsFor(s sandbox.Settings) sandbox.Paths { return docker.PathsFor(s) }
 
 // Start creates a hardened pod, waits until it runs, and returns it as an
 // instance. A verifier on a snapshot starts from the agent's image with
