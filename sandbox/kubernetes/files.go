@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/archive"
 )
 
@@ -22,6 +23,24 @@ const maxDownload = 4 << 30
 // Upload copies a host file or folder to dst in the pod: a tar stream
 // into `tar -x` over exec, the missing parent folders created first.
 func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
+	return in.UploadExecutable(ctx, hostPath, dst, nil)
+}
+
+// UploadExecutable is Upload with the files named in executable (slash
+// paths relative to hostPath; "" for hostPath itself) given the
+// executable bits in the archive, as Harbor's `chmod +x` of solve.sh and
+// test.sh (sandbox.ExecutableUploader).
+func (in *instance) UploadExecutable(ctx context.Context, hostPath, dst string, executable []string) error {
+	var exec map[string]bool
+	if len(executable) > 0 {
+		exec = make(map[string]bool, len(executable))
+		for _, e := range executable {
+			exec[e] = true
+		}
+	}
+	if !path.IsAbs(dst) {
+		return fmt.Errorf("upload: %q is not an absolute path in the pod", dst)
+	}
 	dst = path.Clean(dst)
 	st, err := os.Lstat(hostPath)
 	if err != nil {
@@ -38,7 +57,7 @@ func (in *instance) Upload(ctx context.Context, hostPath, dst string) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
-		err := archive.WriteTree(tw, hostPath, st, prefix, archive.Owner{})
+		err := archive.WriteTreeExec(tw, hostPath, st, prefix, archive.Owner{}, exec)
 		if err == nil {
 			err = tw.Close()
 		}
@@ -76,7 +95,20 @@ const downloadScript = `if [ -L "$1" ]; then echo l; exit 0; fi; ` +
 // files and folders come back; symlinks, devices and names that would
 // leave hostPath are skipped.
 func (in *instance) Download(ctx context.Context, src, hostPath string) error {
+	return in.DownloadLimited(ctx, src, hostPath, sandbox.DownloadLimits{})
+}
+
+// DownloadLimited is Download with lim enforced while the archive is read
+// (sandbox.LimitedDownloader): a file over its quota is refused before
+// any of it is written, and what was written is removed.
+func (in *instance) DownloadLimited(ctx context.Context, src, hostPath string, lim sandbox.DownloadLimits) (err error) {
 	src = path.Clean(src)
+	defer func() {
+		var qe *sandbox.QuotaError
+		if errors.As(err, &qe) {
+			_ = os.RemoveAll(hostPath)
+		}
+	}()
 	if src == "/" {
 		return errors.New("download /: refused")
 	}
@@ -97,7 +129,7 @@ func (in *instance) Download(ctx context.Context, src, hostPath string) error {
 	var extractErr error
 	switch strings.TrimSpace(kind) {
 	case "d", "f":
-		extractErr = archive.Extract(br, hostPath, strings.TrimSpace(kind) == "d", maxDownload)
+		extractErr = archive.ExtractLimited(br, hostPath, strings.TrimSpace(kind) == "d", maxDownload, src, lim)
 	case "l":
 		extractErr = errors.New("is a symlink")
 	case "n":
