@@ -17,7 +17,7 @@ func (c *ShowCmd) Help() string {
 
   hemra show                                 # latest results per eval × harness
   hemra show plan.hplan                      # a saved plan
-  hemra show baseline/agent/hello-world#1    # one attempt, with its events and artifacts`
+  hemra show baseline/agent/hello-world#1    # one attempt: why it ended, its commands' exit codes and output, events, artifacts`
 }
 
 func (c *ShowCmd) Run(g *Globals) error {

@@ -145,7 +145,9 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 			fmt.Fprintf(tw, "  agent exit\t%d\n", o.AgentExit)
 		}
 	}
+	writeIsolation(tw, m)
 	_ = tw.Flush()
+	writeHarborRun(w, store, a)
 	if a.Outcome != nil {
 		writeJudges(w, a.Outcome)
 	}
