@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/hemra-dev/hemra/config"
@@ -538,5 +541,86 @@ eval "ro" {
 		if !found {
 			t.Errorf("%s: /logs/agent/trace.txt not kept: %+v", name, o.Logs)
 		}
+	}
+}
+
+// A compose environment: main from environment/Dockerfile, a second
+// service from an image and a third built from its own folder, on the
+// attempt's private network; main waits for the healthy service it
+// depends on; the tests reach the services by name in every verifier
+// mode; a file with an attribute hemra does not run is the task's error;
+// nothing is left in the engine.
+func TestHarborCompose(t *testing.T) {
+	f := newHarborFixture(t, docker.Options{User: "1000:1000"})
+	compose := func(toml string) map[string]string {
+		return map[string]string{
+			"task.toml":              toml,
+			"environment/Dockerfile": "FROM base\nWORKDIR /app\n",
+			"environment/docker-compose.yaml": `services:
+  main:
+    environment:
+      GREETING: from-compose
+    depends_on:
+      web:
+        condition: service_healthy
+  web:
+    image: ` + f.base + `
+    command: ["sh", "-c", "mkdir -p /srv && echo web-ok > /srv/index.html && httpd -f -p 8080 -h /srv"]
+    healthcheck:
+      test: ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/index.html"]
+      interval: 1s
+      retries: 30
+  api:
+    build:
+      context: ./api
+`,
+			"environment/api/Dockerfile": "FROM base\nRUN mkdir -p /srv && echo api-ok > /srv/index.html\nCMD [\"httpd\", \"-f\", \"-p\", \"9090\", \"-h\", \"/srv\"]\n",
+			"solution/solve.sh":          "#!/bin/sh\nwget -qO /app/web http://web:8080/index.html\necho \"$GREETING\" > /app/greeting\n",
+			"tests/test.sh":              "#!/bin/sh\nsleep 1\nif [ \"$(cat /app/web)\" = web-ok ] && [ \"$(wget -qO- http://api:9090/index.html)\" = api-ok ] && [ \"$(cat /app/greeting)\" = from-compose ]; " + passIf + "\n",
+		}
+	}
+	f.task("compose-snapshot", compose(""))
+	f.task("compose-shared", compose("[verifier]\nenvironment_mode = \"shared\"\n"))
+	bad := compose("")
+	bad["environment/docker-compose.yaml"] = "services:\n  main:\n    cap_add: [NET_ADMIN]\n"
+	f.task("compose-unsupported", bad)
+	f.config(`
+harness "oracle" {
+  builtin = "oracle"
+}
+
+dataset "fixtures" {
+  source = "./tasks"
+}
+
+eval "compose" {
+  dataset   = dataset.fixtures
+  harnesses = [harness.oracle]
+}
+`)
+	f.apply()
+	got := f.outcomes()
+	for _, name := range []string{"compose-snapshot", "compose-shared"} {
+		o := got[name].Outcome
+		if o == nil || o.Reward == nil || *o.Reward != 1 {
+			t.Errorf("%s: reward %v (class %s, error %q), want 1%s", name, rewardOf(o), o.Class, o.Error, f.commandTails(o))
+		}
+	}
+	if a := got["compose-unsupported"]; a.Outcome.Class != state.ClassTaskError || !strings.Contains(a.Outcome.Error, "services.main.cap_add") {
+		t.Errorf("compose-unsupported: class %s error %q, want a task error naming services.main.cap_add", a.Outcome.Class, a.Outcome.Error)
+	}
+	// Nothing of the environments is left: no container, network or
+	// volume of this store.
+	ctx := context.Background()
+	nets, err := f.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", docker.LabelStore+"="+f.store))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrs, err := f.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelStore+"="+f.store))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nets)+len(ctrs) != 0 {
+		t.Errorf("left in the engine: %d networks, %d containers", len(nets), len(ctrs))
 	}
 }

@@ -152,6 +152,10 @@ func (t *trial) verifySnapshot(ctx context.Context, st trialStep, res *stepResul
 	// (a harness image).
 	spec.OneCommand = !spec.KeepEntrypoint
 	spec.Deadline = j.verifierTimeoutFor(st) + time.Minute
+	if j.settings.Compose != nil {
+		// Beside the agent's other services, which still run.
+		spec.Peers = t.inst
+	}
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {
 		return infraErr("%sstarting the verifier's sandbox: %v", st.label(), err)

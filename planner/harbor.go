@@ -192,8 +192,13 @@ func (p *planner) harborRecord(d *declared, m *state.Manifest, settings sandbox.
 	if full != nil {
 		problems = append(problems, full.problems...)
 	}
-	if cp := p.composeProblem(t); cp != "" {
-		problem("environment/docker-compose.yaml", "%s", cp)
+	if t.HasCompose() {
+		switch {
+		case settings.Kind != config.KindDocker:
+			problem("environment/docker-compose.yaml", "a compose environment runs on the docker sandbox only, not %s", settings.Kind)
+		case !d.hi.usesTaskImage:
+			problem("environment/docker-compose.yaml", "a compose environment runs in the task's own images; harness %q runs in its sandbox's image", d.h.Name)
+		}
 	}
 	if len(problems) > 0 {
 		m.TaskProblem = strings.Join(problems, "; ")
@@ -327,13 +332,6 @@ func stepVerifyFingerprint(t *dataset.Task, sc *dataset.StepConfig, sm state.Ste
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// composeProblem is why a task's compose environment cannot run, or "".
-func (p *planner) composeProblem(t *dataset.Task) string {
-	if !t.HasCompose() {
-		return ""
-	}
-	return "compose environments (environment/docker-compose.yaml) are not supported yet"
-}
 
 // buildHash names a task image built from a context: its files (paths
 // relative to the context) and the pinned FROM references.

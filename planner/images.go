@@ -117,7 +117,7 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 		refs := make([][]fromLine, len(tasks))
 		parallel(len(tasks), func(i int) { refs[i] = p.taskImageRefs(tasks[i]) })
 		for i, t := range tasks {
-			for _, ref := range refs[i] {
+			for _, ref := range append(refs[i], composeImageRefs(t)...) {
 				if ref.err != "" {
 					continue // reported by plan as the task's problem
 				}
@@ -424,10 +424,6 @@ func parseFromFast(data []byte) (out []fromLine, needArgs bool) {
 // own image, and what the provider needs to run or build it.
 func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *config.Eval, hashOnly bool) {
 	by := "dataset." + e.Dataset.Name
-	if t.HasCompose() {
-		// Its images are the compose file's (see harborRecord).
-		return
-	}
 	refs := p.taskImageRefs(t)
 	var from map[string]string // pinned references, for a manifest's build
 	if !hashOnly {
@@ -457,6 +453,26 @@ func (p *planner) taskImages(t *dataset.Task, ti *taskInfo, l *inputList, e *con
 	}
 	if t.Config != nil && t.Config.Environment.DockerImage != "" {
 		ti.image = from[t.Config.Environment.DockerImage]
+	}
+	if t.HasCompose() {
+		// The other services of its compose environment, their images
+		// pinned: their identity is part of the agent's inputs.
+		c, problems := p.composeSettings(t)
+		ti.compose = c
+		for _, pr := range problems {
+			ti.problems = append(ti.problems, pr)
+			p.taskWarning(t, "environment/docker-compose.yaml", pr)
+		}
+		if c != nil {
+			for _, s := range c.Services {
+				switch {
+				case s.Build != nil:
+					l.raw("task.compose."+s.Name+".build", s.Build.Hash)
+				case s.Image != "":
+					l.raw("task.compose."+s.Name+".image", s.Image)
+				}
+			}
+		}
 	}
 	if t.HasDockerfile() && ti.image == "" {
 		files := t.Environment

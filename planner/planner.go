@@ -116,6 +116,8 @@ type taskInfo struct {
 	// problems keep the task from running (a base image that cannot be
 	// pinned); see harborRecord.
 	problems []string
+	// compose is the task's compose environment, its images pinned.
+	compose *sandbox.Compose
 }
 
 type judgeInfo struct {
@@ -900,6 +902,7 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 		settings.Image = full.image
 		settings.Build = full.build
 		settings.TaskImage = d.task.Kind != "jsonl"
+		settings.Compose = full.compose
 		if w := taskWorkdir(d.task); w != "" {
 			settings.Workdir = w
 		}

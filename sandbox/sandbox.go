@@ -65,6 +65,9 @@ type Settings struct {
 	// Dockerfile's build or its docker_image), which starts as Harbor
 	// starts it; otherwise the harness's image.
 	TaskImage bool `json:"task_image,omitempty"`
+	// Compose, when set, runs the instance as the main service of a
+	// Harbor task's compose environment (docker).
+	Compose *Compose `json:"compose,omitempty"`
 	// Build, when set, is a task image the provider builds (docker: from a
 	// Harbor task's environment/Dockerfile) instead of running Image.
 	Build *Build `json:"build,omitempty"`
@@ -119,6 +122,10 @@ type Build struct {
 	// From maps each FROM reference of the Dockerfile to the immutable
 	// reference it was pinned to; the build uses the pinned ones.
 	From map[string]string `json:"from,omitempty"`
+	// Dockerfile is the Dockerfile's name in Context ("" = Dockerfile) and
+	// Args the build arguments (a compose service's build).
+	Dockerfile string            `json:"dockerfile,omitempty"`
+	Args       map[string]string `json:"args,omitempty"`
 }
 
 // Mount binds a host path into the sandbox.
@@ -192,6 +199,9 @@ type Spec struct {
 	// instance waits for the image's HEALTHCHECK, and every command runs
 	// through Exec with its values passed by name. OneCommand is ignored.
 	KeepEntrypoint bool
+	// Peers is an instance whose private network this one joins: a
+	// snapshot verifier beside a compose environment's services (docker).
+	Peers Instance
 	// User is the user the instance's commands run as when an ExecRequest
 	// names none (a Harbor task's [agent] user); "" means Settings.User,
 	// else the operator's uid (the image's USER with TaskDefaults
@@ -325,3 +335,70 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // by itself (a task image whose ENTRYPOINT exits instead of running the
 // command it is given): the task's error, not the infrastructure's.
 var ErrStopped = errors.New("the sandbox's container has stopped")
+
+// Compose is a Harbor task's docker-compose environment as the plan
+// resolved it (environment/docker-compose.yaml over Harbor's base, with
+// compose-go): the main service is the instance itself (its image is
+// Settings.Image or Settings.Build), the others run beside it on a
+// private network of the instance, carrying the same labels, hardening
+// and limits, and are removed with it.
+type Compose struct {
+	// Main holds what the compose file sets for the main service beyond
+	// its image (environment, command, volumes, dependencies, ...).
+	Main ComposeService `json:"main"`
+	// Services are the other services, in an order that starts each
+	// after those it depends on.
+	Services []ComposeService `json:"services,omitempty"`
+	// Volumes are the named volumes the services share: one per instance.
+	Volumes []string `json:"volumes,omitempty"`
+}
+
+// ComposeService is one service of a Compose environment.
+type ComposeService struct {
+	Name  string `json:"name"`
+	Image string `json:"image,omitempty"` // pinned
+	Build *Build `json:"build,omitempty"`
+	// Entrypoint and Command replace the image's when set.
+	Entrypoint []string           `json:"entrypoint,omitempty"`
+	Command    []string           `json:"command,omitempty"`
+	Env        map[string]string  `json:"env,omitempty"` // literal values of the compose file (task content)
+	WorkingDir string             `json:"working_dir,omitempty"`
+	User       string             `json:"user,omitempty"`
+	Hostname   string             `json:"hostname,omitempty"`
+	Health     *ComposeHealth     `json:"healthcheck,omitempty"`
+	DependsOn  []ComposeDependsOn `json:"depends_on,omitempty"`
+	Tmpfs      []string           `json:"tmpfs,omitempty"`
+	Volumes    []ComposeVolume    `json:"volumes,omitempty"`
+	// CPUs and Memory lower the sandbox's limits for this service.
+	CPUs     float64 `json:"cpus,omitempty"`
+	Memory   int64   `json:"memory,omitempty"`
+	ReadOnly bool    `json:"read_only,omitempty"`
+}
+
+// ComposeHealth is a service's healthcheck; zero durations take the
+// engine's defaults.
+type ComposeHealth struct {
+	Test          []string      `json:"test,omitempty"`
+	Interval      time.Duration `json:"interval,omitempty"`
+	Timeout       time.Duration `json:"timeout,omitempty"`
+	StartPeriod   time.Duration `json:"start_period,omitempty"`
+	StartInterval time.Duration `json:"start_interval,omitempty"`
+	Retries       int           `json:"retries,omitempty"`
+	Disable       bool          `json:"disable,omitempty"`
+}
+
+// ComposeDependsOn is a dependency: the service started, healthy, or
+// completed successfully before the dependent one starts.
+type ComposeDependsOn struct {
+	Service   string `json:"service"`
+	Condition string `json:"condition"` // service_started | service_healthy | service_completed_successfully
+}
+
+// ComposeVolume is a mount of a service: a named volume of the instance,
+// or a read-only bind of a folder of the task's environment/.
+type ComposeVolume struct {
+	Type     string `json:"type"` // volume | bind
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -62,6 +63,10 @@ type instance struct {
 	// owner is the instance's user name resolved in the container.
 	ownerOnce sync.Once
 	owner     owner
+	// netcfg attaches the container to a compose network; compose holds
+	// that environment's other objects.
+	netcfg  *network.NetworkingConfig
+	compose *composeEnv
 
 	mu      sync.Mutex // guards mode and pending against concurrent calls
 	mode    int
@@ -730,7 +735,7 @@ func (in *instance) Stop(ctx context.Context) error {
 		if in.hostDir != "" {
 			_ = os.RemoveAll(in.hostDir)
 		}
-		return nil
+		return in.stopCompose(ctx)
 	}
 	err := in.p.cli.ContainerRemove(ctx, in.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if in.hostDir != "" && (err == nil || client.IsErrNotFound(err)) {
@@ -739,7 +744,7 @@ func (in *instance) Stop(ctx context.Context) error {
 	if err != nil && !client.IsErrNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
 		return fmt.Errorf("removing the container: %w", err)
 	}
-	return nil
+	return in.stopCompose(ctx)
 }
 
 // execLinger is how long an exec's output may stay open after its command

@@ -17,6 +17,7 @@ const (
 	LabelAddress = "dev.hemra.address" // eval/harness/task#n
 	LabelRole    = "dev.hemra.role"    // agent | verifier | judge | snapshot | task-image
 	LabelContext = "dev.hemra.context" // task images: hash of the build context
+	LabelService = "dev.hemra.service" // a compose environment's service containers: the service's name
 	LabelPID     = "dev.hemra.pid"     // pid of the hemra that created a container
 	LabelHost    = "dev.hemra.host"    // host name of that hemra
 	LabelHostID  = "dev.hemra.host-id" // HostID of the machine that hemra ran on (containers and snapshots)

@@ -364,6 +364,33 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 		inst.mode = modeDeferred
 		return inst, nil
 	}
+	if c := s.Compose; c != nil && spec.KeepEntrypoint && spec.Snapshot == "" {
+		// The main service of a compose environment: what the compose
+		// file sets for it, then the other services it needs, started.
+		if c.Main.Entrypoint != nil {
+			cfg.Entrypoint = c.Main.Entrypoint
+		}
+		if c.Main.Command != nil {
+			cfg.Cmd = c.Main.Command
+		}
+		if s.Workdir == "" && c.Main.WorkingDir != "" {
+			cfg.WorkingDir, inst.paths.Workdir = c.Main.WorkingDir, c.Main.WorkingDir
+		}
+		// Literal values of the compose file (task content, never a
+		// variable's value).
+		cfg.Env = envList(c.Main.Env)
+		if err := inst.startCompose(ctx, c); err != nil {
+			rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			_ = inst.Stop(rmCtx)
+			return nil, err
+		}
+	}
+	if spec.Peers != nil && spec.KeepEntrypoint {
+		if err := inst.joinPeers(spec.Peers); err != nil {
+			return nil, err
+		}
+	}
 	if spec.OneCommand && !spec.KeepEntrypoint && (!s.ReadOnly || isRoot(user)) {
 		// The first Exec creates the container with its command as the
 		// main process (see runMain). A read-only container whose working
@@ -385,13 +412,13 @@ func (p *Provider) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Instan
 // with a main process filled in).
 func (in *instance) create(ctx context.Context, cfg *container.Config) error {
 	p := in.p
-	created, err := p.cli.ContainerCreate(ctx, cfg, in.hc, nil, nil, "")
+	created, err := p.cli.ContainerCreate(ctx, cfg, in.hc, in.netcfg, nil, "")
 	if client.IsErrNotFound(err) {
 		// The image went away since it was last seen: look again once
 		// (a task image is rebuilt).
 		p.forget(in.settings)
 		if cfg.Image, err = p.imageFor(ctx, in.settings); err == nil {
-			created, err = p.cli.ContainerCreate(ctx, cfg, in.hc, nil, nil, "")
+			created, err = p.cli.ContainerCreate(ctx, cfg, in.hc, in.netcfg, nil, "")
 		}
 	}
 	if err != nil {

@@ -383,6 +383,37 @@ func RemoveStoreObjects(ctx context.Context, cli client.APIClient, store string)
 		}
 	}
 	removed = append(removed, items...)
+	// The networks and named volumes of compose environments.
+	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelStore))})
+	if err != nil {
+		return removed, fmt.Errorf("listing networks: %w", err)
+	}
+	for _, n := range nets {
+		if !under(n.Labels) {
+			continue
+		}
+		item := Pruned{Kind: "network", ID: short(n.ID), Attempt: n.Labels[LabelAttempt], Address: n.Labels[LabelAddress], Role: n.Labels[LabelRole], Reason: "its store is being removed"}
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !client.IsErrNotFound(err) {
+			item.Error = err.Error()
+			errs = append(errs, err.Error())
+		}
+		removed = append(removed, item)
+	}
+	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelStore))})
+	if err != nil {
+		return removed, fmt.Errorf("listing volumes: %w", err)
+	}
+	for _, v := range vols.Volumes {
+		if !under(v.Labels) {
+			continue
+		}
+		item := Pruned{Kind: "volume", ID: v.Name, Attempt: v.Labels[LabelAttempt], Address: v.Labels[LabelAddress], Role: v.Labels[LabelRole], Reason: "its store is being removed"}
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil && !client.IsErrNotFound(err) {
+			item.Error = err.Error()
+			errs = append(errs, err.Error())
+		}
+		removed = append(removed, item)
+	}
 	sortPruned(removed)
 	if len(errs) > 0 {
 		return removed, fmt.Errorf("removing the objects of store %s: %s", store, strings.Join(errs, "; "))
