@@ -332,7 +332,6 @@ func stepVerifyFingerprint(t *dataset.Task, sc *dataset.StepConfig, sm state.Ste
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-
 // buildHash names a task image built from a context: its files (paths
 // relative to the context) and the pinned FROM references.
 func buildHash(files []dataset.File, from map[string]string) string {
