@@ -311,6 +311,11 @@ func (t *trial) startAgent(ctx context.Context) error {
 	spec.KeepEntrypoint = j.keepEntrypoint()
 	spec.User = t.user(j.agentUser(nil))
 	spec.Snapshot = t.resumeFrom
+	// A harness's own image (no entrypoint of the task's to keep) that
+	// runs one command and is verified elsewhere can run that command as
+	// the container's main process: one start, no exec.
+	spec.OneCommand = !spec.KeepEntrypoint && len(t.steps) == 1 && t.steps[0].cfg == nil &&
+		t.steps[0].mode != planner.VerifierShared && j.task.Config.EnvHealthcheck() == nil && t.resumeFrom == ""
 	// The environment outlives every step's agent (and, in the shared
 	// mode, its verifier): its bound is theirs together, plus the
 	// healthcheck's.
