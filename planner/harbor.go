@@ -31,6 +31,22 @@ const (
 	VerifierSeparate = dataset.VerifierSeparate
 )
 
+// DescribeVerifierMode says, for a person, where a verifier mode runs the
+// tests.
+func DescribeVerifierMode(mode string) string {
+	switch mode {
+	case VerifierSnapshot:
+		return "snapshot (the tests ran in a new sandbox started from a snapshot of the agent's: its files, not its processes)"
+	case VerifierShared:
+		return "shared (the tests ran in the agent's own container after it, as Harbor's default)"
+	case VerifierSeparate:
+		return "separate (the tests ran in Harbor's separate verifier environment)"
+	case "mixed":
+		return "mixed (per step)"
+	}
+	return mode
+}
+
 // verifierModeFor is where a Harbor task's (or step's) tests run: what
 // task.toml chooses, else the verifier block's mode, else Harbor's shared
 // default under task_defaults = "harbor", else hemra's snapshot.

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/results"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -226,6 +227,7 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
+	"verifierMode": planner.DescribeVerifierMode,
 	"dash": func(v any) string {
 		s := fmt.Sprint(v)
 		if s == "" || s == "0" || s == "<nil>" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -98,28 +99,14 @@ func writeHarborRun(w io.Writer, store *state.Store, a *state.Attempt) {
 // problem to the attempt's table.
 func writeIsolation(tw io.Writer, m state.Manifest) {
 	if m.VerifierMode != "" {
-		fmt.Fprintf(tw, "  verifier\t%s\n", verifierModeText(m.VerifierMode))
+		fmt.Fprintf(tw, "  verifier\t%s\n", planner.DescribeVerifierMode(m.VerifierMode))
 	}
-	if len(m.Sandbox.Loosenings) > 0 {
-		fmt.Fprintf(tw, "  loosenings\t%s\n", strings.Join(m.Sandbox.Loosenings, "; "))
+	for _, l := range m.Sandbox.Loosenings {
+		fmt.Fprintf(tw, "  loosening\t%s\n", l)
 	}
 	if m.TaskProblem != "" {
 		fmt.Fprintf(tw, "  task problem\t%s\n", m.TaskProblem)
 	}
-}
-
-func verifierModeText(mode string) string {
-	switch mode {
-	case "snapshot":
-		return "snapshot (the tests ran in a new sandbox started from a snapshot of the agent's: its files, not its processes)"
-	case "shared":
-		return "shared (the tests ran in the agent's own container after it, as Harbor's default)"
-	case "separate":
-		return "separate (the tests ran in Harbor's separate verifier environment)"
-	case "mixed":
-		return "mixed (per step, below)"
-	}
-	return mode
 }
 
 func stepMode(m state.Manifest, name string) string {
