@@ -531,7 +531,10 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 		content, diags := mb.Body.Content(mcpSchema)
 		l.diags = append(l.diags, diags...)
 		md := l.decoder("mcp server", content.Attributes, n, "mcp."+name+".")
-		srv := &MCPServer{Name: name, DeclRange: mb.DefRange}
+		srv := &MCPServer{Name: name, DeclRange: mb.DefRange, Attrs: map[string]hcl.Range{}}
+		for an, a := range content.Attributes {
+			srv.Attrs[an] = a.Range
+		}
 		if !md.has("command") {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -544,6 +547,9 @@ func (l *loader) decodeHarness(n *node) cty.Value {
 				md.errorValue(md.attr("command"), "Empty command", "command must name a program.")
 			}
 			srv.Command = v
+		}
+		if v, ok := md.strList("args"); ok {
+			srv.Args = v
 		}
 		if v, ok := md.envNames("env"); ok {
 			srv.Env = v

@@ -73,7 +73,7 @@ func TestFullFixtureDecoded(t *testing.T) {
 			t.Errorf("args JSON %s lacks %s", args, want)
 		}
 	}
-	if len(agent.MCP) != 1 || agent.MCP[0].Name != "files" || agent.MCP[0].Command[0] != "mcp-files" {
+	if len(agent.MCP) != 1 || agent.MCP[0].Name != "files" || agent.MCP[0].Command[0] != "mcp-files" || strings.Join(agent.MCP[0].Argv(), " ") != "mcp-files --root /data --read-only" {
 		t.Errorf("mcp decoded as %+v", agent.MCP)
 	}
 	if d := cfg.Harnesses["driven"]; d.Driver != "harness/driver.sh" || d.Timeout != 90*time.Minute {

@@ -68,7 +68,7 @@ var validationSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "error_message", Required: true},
 }}
 
-var mcpSchema = &hcl.BodySchema{Attributes: attrSchema("command", "env")}
+var mcpSchema = &hcl.BodySchema{Attributes: attrSchema("command", "args", "env")}
 
 // rawBlock is a named block after the structural phase: its attributes and
 // nested blocks checked against its schema, nothing evaluated yet.

@@ -164,12 +164,22 @@ type Harness struct {
 	Attrs     map[string]hcl.Range
 }
 
-// MCPServer is a `mcp "name"` block nested in a harness.
+// MCPServer is a `mcp "name"` block nested in a harness: a stdio MCP
+// server hemra runs on the host for each attempt.
 type MCPServer struct {
-	Name      string
-	Command   []string
-	Env       []string
+	Name    string
+	Command []string
+	Args    []string // appended to Command
+	Env     []string // names only
+	// Attrs are the ranges of the attributes set, for diagnostics at the
+	// attribute (an unset env name points at env).
+	Attrs     map[string]hcl.Range
 	DeclRange hcl.Range
+}
+
+// Argv is the server's whole command line as written: command, then args.
+func (m *MCPServer) Argv() []string {
+	return append(append([]string(nil), m.Command...), m.Args...)
 }
 
 // Dataset is a `dataset "name"` block with its loaded tasks.

@@ -40,11 +40,25 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 	if err := a.prepareWorkspace(); err != nil {
 		return err
 	}
+	// The attempt's MCP servers: their socket folder and the connector are
+	// mounted when the sandbox starts; the servers run while the harness
+	// does.
+	mcp, err := a.openMCP(ctx)
+	if err != nil {
+		return err
+	}
+	a.mcp = mcp
+	defer mcp.close(a)
 	spec := a.spec("agent", j.settings)
 	spec.Env = j.env
-	// The stage runs one command at most (the harness).
+	// The stage runs one command at most (the harness), unless a task's
+	// MCP server runs in the instance beside it.
 	spec.OneCommand = true
 	spec.Deadline = j.agentDeadline(nil)
+	if mcp != nil {
+		spec.Mounts = mcp.mounts
+		spec.OneCommand = len(mcp.inSandbox) == 0
+	}
 	inst, err := j.provider.Start(ctx, spec)
 	if err != nil {
 		return infraErr("starting the %s sandbox: %v", j.settings.Kind, err)
@@ -55,7 +69,7 @@ func (a *attemptRun) agentStage(ctx context.Context) error {
 			_ = stopInstance(ctx, inst)
 		}
 	}()
-	runErr := a.runHarness(ctx, inst)
+	runErr := a.withServers(ctx, inst, "", nil, func(ctx context.Context) error { return a.runHarness(ctx, inst) })
 	if runErr != nil {
 		var se *stageError
 		if !errors.As(runErr, &se) || se.class != state.ClassAgentTimeout {

@@ -44,6 +44,7 @@ type attemptRun struct {
 	stepInstruction []byte
 	snapshot        string
 	rec             *recorder
+	mcp             *mcpRun // the agent stage's MCP servers, while it runs
 }
 
 // stageError ends an attempt with a class and a message.

@@ -16,6 +16,7 @@ import (
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
 	"github.com/hemra-dev/hemra/internal/sandboxbin"
+	"github.com/hemra-dev/hemra/mcprelay"
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/protocol"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -54,6 +55,12 @@ type Options struct {
 	// platform; nil means sandboxbin.Get (hemra's own hemra-judge). Tests
 	// put another program there (a judge that misbehaves).
 	JudgeProgram func(ctx context.Context, p sandboxbin.Platform) (*sandboxbin.Binary, error)
+	// MCP overrides the MCP relay's limits and stop grace; its EventLog,
+	// Attempt and Address are set per attempt.
+	MCP mcprelay.Options
+	// Programs finds hemra's in-sandbox programs (the MCP connector); nil
+	// is sandboxbin.Default().
+	Programs *sandboxbin.Locator
 }
 
 // Report is what an apply did.
@@ -239,6 +246,9 @@ type job struct {
 	// judgeKeys are the judges' API keys by key_env name: only the
 	// gateway reads them.
 	judgeKeys map[string]string
+	// mcpEnv is each host MCP server's whole environment (PATH and the
+	// variables it names), by server name.
+	mcpEnv map[string]map[string]string
 }
 
 func newExecutor(plan *planner.Plan, cfg *config.Config, store *state.Store, opts Options) (*executor, hcl.Diagnostics) {
@@ -321,13 +331,9 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 			}
 			j.env[name] = v
 		}
-		for _, m := range harness.MCP {
-			for _, name := range m.Env {
-				if _, ok := e.opts.Env(name); !ok {
-					diags = append(diags, missingEnv("MCP server "+m.Name+" of harness", harness.Name, name, m.DeclRange))
-				}
-			}
-		}
+		var d hcl.Diagnostics
+		j.mcpEnv, d = e.mcpEnvOf(harness)
+		diags = append(diags, d...)
 	}
 	if v := eval.Verifier; v != nil && !pa.JudgesOnly() {
 		for _, name := range v.Env {
@@ -351,6 +357,9 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 	}
 	j.settings = settings
 	diags = append(diags, e.resolveJudges(j)...)
+	if d := checkMCPSandbox(harness, settings.Kind); d != nil && needsAgent {
+		diags = append(diags, d)
+	}
 	if needsHarborSandbox(j) {
 		p := e.opts.Providers[settings.Kind]
 		subject := harnessSandboxRange(harness)
@@ -397,17 +406,10 @@ func unsupportedHarness(h *config.Harness) *hcl.Diagnostic {
 	switch {
 	case h.Via != "":
 		what, attr = "harnesses run via "+h.Via, "via"
-	case len(h.MCP) > 0:
-		what, attr = "MCP servers (mcp blocks)", ""
 	default:
 		return nil
 	}
-	rng := h.DeclRange
-	if attr != "" {
-		rng = attrRange(h.Attrs, attr, h.DeclRange)
-	} else if len(h.MCP) > 0 {
-		rng = h.MCP[0].DeclRange
-	}
+	rng := attrRange(h.Attrs, attr, h.DeclRange)
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
 		Summary:  "Harness kind not supported yet",

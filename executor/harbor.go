@@ -143,6 +143,15 @@ func (a *attemptRun) harborStages(ctx context.Context) error {
 	if err := a.prepareWorkspace(); err != nil {
 		return err
 	}
+	// The attempt's MCP servers: the folder and the connector are mounted
+	// when the environment starts; the servers run while each step's
+	// harness does.
+	mcp, err := a.openMCP(ctx)
+	if err != nil {
+		return err
+	}
+	a.mcp = mcp
+	defer mcp.close(a)
 	t := &trial{a: a, steps: steps, collected: filepath.Join(a.ws, "collected")}
 	start := 0
 	if a.j.pa.Action == planner.ActionReverify {
@@ -316,6 +325,12 @@ func (t *trial) startAgent(ctx context.Context) error {
 	// the container's main process: one start, no exec.
 	spec.OneCommand = !spec.KeepEntrypoint && len(t.steps) == 1 && t.steps[0].cfg == nil &&
 		t.steps[0].mode != planner.VerifierShared && j.task.Config.EnvHealthcheck() == nil && t.resumeFrom == ""
+	if a.mcp != nil {
+		spec.Mounts = a.mcp.mounts
+		// A task's stdio MCP servers run in the environment beside the
+		// harness.
+		spec.OneCommand = spec.OneCommand && len(a.mcp.inSandbox) == 0
+	}
 	// The environment outlives every step's agent (and, in the shared
 	// mode, its verifier): its bound is theirs together, plus the
 	// healthcheck's.
@@ -589,7 +604,10 @@ func (a *attemptRun) runHarnessStep(ctx context.Context, t *trial, st trialStep)
 		if st.cfg != nil {
 			a.stepInstruction = a.j.task.StepInstruction(st.name)
 		}
-		return a.runProgramStep(ctx, t.inst, a.j.agentDeadline(st.cfg), t.stepAgentUser(st), t.stageEnv(t.inst, a.j.env))
+		user, env := t.stepAgentUser(st), t.stageEnv(t.inst, a.j.env)
+		return a.withServers(ctx, t.inst, user, env, func(ctx context.Context) error {
+			return a.runProgramStep(ctx, t.inst, a.j.agentDeadline(st.cfg), user, env)
+		})
 	}
 	return infraErr("unknown built-in harness %q", h.Builtin)
 }

@@ -43,6 +43,7 @@ func (a *attemptRun) startMessage(p sandbox.Paths, deadline time.Duration) *prot
 		},
 		Args:  args,
 		Paths: wire.Paths{Workdir: p.Workdir, Artifacts: p.Artifacts, AgentLogs: p.AgentLogs},
+		MCP:   a.mcp.list(),
 	}
 }
 
@@ -60,7 +61,7 @@ func (a *attemptRun) runProgramStep(ctx context.Context, inst sandbox.Instance, 
 	opts.Deadline, opts.EventLog, opts.Trace = deadline, a.log, a.e.opts.Trace
 	o := protocol.Exec(ctx, inst, sandbox.ExecRequest{
 		Command: a.j.command(a.e.cfg.Dir),
-		Env:     env,
+		Env:     mergeEnv(env, a.mcp.harnessEnv()),
 		Dir:     p.Workdir,
 		User:    user,
 		// A Harbor task's agent may leave servers running for its tests.

@@ -175,6 +175,17 @@ func (r *Run) Args(v any) error {
 // Workdir is the folder the agent works in.
 func (r *Run) Workdir() string { return r.Start.Paths.Workdir }
 
+// MCPServer returns the attempt's MCP server with this name: its
+// Command is what an MCP client runs as the server over stdio.
+func (r *Run) MCPServer(name string) (wire.MCPServer, bool) {
+	for _, m := range r.Start.MCP {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return wire.MCPServer{}, false
+}
+
 // ArtifactsDir is where files to keep go: hemra stores each regular file
 // found there after the attempt.
 func (r *Run) ArtifactsDir() string { return r.Start.Paths.Artifacts }

@@ -296,7 +296,20 @@ func (s *Session) Close() []Report {
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	reports := s.Stop()
+	_ = os.RemoveAll(s.dir)
+	return reports
+}
+
+// Stop stops every server started so far, as Close does, but keeps the
+// folder, so that servers of the same names can be started again in it
+// (the next step of a multi-step task, in a sandbox that has the folder
+// mounted already).
+func (s *Session) Stop() []Report {
+	s.mu.Lock()
 	relays := s.relays
+	s.relays = nil
 	s.mu.Unlock()
 	reports := make([]Report, len(relays))
 	var wg sync.WaitGroup
@@ -308,7 +321,12 @@ func (s *Session) Close() []Report {
 		}()
 	}
 	wg.Wait()
-	_ = os.RemoveAll(s.dir)
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		_ = s.writeRecord()
+	}
 	return reports
 }
 

@@ -132,8 +132,31 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	for _, n := range h.Env {
 		names[n] = true
 	}
+	// Files of the eval directory a command runs, each once by content.
+	seenFiles := map[string]bool{}
+	addFile := func(rel string, rng *hcl.Range) {
+		if !seenFiles[rel] {
+			seenFiles[rel] = true
+			p.hashPath(&l, "file "+rel, filepath.Join(p.cfg.Dir, filepath.FromSlash(rel)), rng)
+		}
+	}
 	for _, m := range h.MCP {
 		l.literal("harness.mcp."+m.Name+".command", m.Command)
+		if len(m.Args) > 0 {
+			l.literal("harness.mcp."+m.Name+".args", m.Args)
+		}
+		// A server runs on the host: the files it runs from the eval
+		// directory are inputs by content, as for a local harness.
+		rng := rangeOf(m.Attrs, "command", m.DeclRange)
+		argv := m.Argv()
+		if rel := MCPCommandFile(argv); rel != "" {
+			addFile(rel, rng)
+		}
+		if len(argv) > 0 {
+			for _, rel := range EvalDirFiles(p.cfg.Dir, argv[1:]) {
+				addFile(rel, rng)
+			}
+		}
 		menv := append([]string(nil), m.Env...)
 		sort.Strings(menv)
 		if menv == nil {
@@ -227,14 +250,8 @@ func (p *planner) harness(h *config.Harness) *harnessInfo {
 	// Other files a command names from the eval directory (a script
 	// handed to an interpreter): any argument naming an existing file
 	// under it.
-	for _, arg := range args {
-		if arg == "" || filepath.IsAbs(arg) || strings.HasPrefix(arg, "-") || strings.Contains(arg, "..") {
-			continue
-		}
-		full := filepath.Join(p.cfg.Dir, filepath.FromSlash(arg))
-		if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
-			p.hashPath(&l, "file "+path.Clean(filepath.ToSlash(arg)), full, rangeOf(h.Attrs, "command", h.DeclRange))
-		}
+	for _, rel := range EvalDirFiles(p.cfg.Dir, args) {
+		addFile(rel, rangeOf(h.Attrs, "command", h.DeclRange))
 	}
 	hi.group = newGroup("harness", l.list())
 	p.harnesses[h] = hi
@@ -257,6 +274,30 @@ func LocalCommandFile(kind string, command []string) string {
 		return ""
 	}
 	return path.Clean(filepath.ToSlash(c))
+}
+
+// MCPCommandFile is the eval-directory file an MCP server's command runs
+// (its first element is a relative path with a slash, "./servers/files"),
+// or "". Servers always run on the host, whatever the sandbox.
+func MCPCommandFile(argv []string) string {
+	return LocalCommandFile(config.KindLocal, argv)
+}
+
+// EvalDirFiles are the arguments that name an existing regular file under
+// the eval directory (a script handed to an interpreter), cleaned and
+// slash-separated.
+func EvalDirFiles(dir string, args []string) []string {
+	var out []string
+	for _, arg := range args {
+		if arg == "" || filepath.IsAbs(arg) || strings.HasPrefix(arg, "-") || strings.Contains(arg, "..") {
+			continue
+		}
+		full := filepath.Join(dir, filepath.FromSlash(arg))
+		if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
+			out = append(out, path.Clean(filepath.ToSlash(arg)))
+		}
+	}
+	return out
 }
 
 // sensitiveInput records a value computed from a sensitive variable by
@@ -427,6 +468,9 @@ func (p *planner) taskVariant(b *taskBase, t *dataset.Task, key taskKey, e *conf
 	images.reset(StageAgent)
 	if key.images && t.Kind != "jsonl" {
 		p.taskImages(t, ti, images, e, hashOnly)
+	}
+	if t.Kind != "jsonl" && !key.solution {
+		p.checkTaskMCP(t, e)
 	}
 	lines = append(lines, b.agent.lines...)
 	if key.solution {

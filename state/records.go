@@ -213,6 +213,9 @@ type Outcome struct {
 	// keeps them: "agent/oracle.txt", "verifier/reward.json",
 	// "steps/<name>/verifier/ctrf.json", ...
 	Logs []Artifact `json:"logs,omitempty"`
+	// MCP summarises each MCP server of the agent stage; its calls and
+	// results are in the event log.
+	MCP []MCPServer `json:"mcp,omitempty"`
 }
 
 // StepOutcome is how one step of a multi-step task ended.
@@ -246,6 +249,26 @@ type Output struct {
 	Size   int64  `json:"size"` // bytes kept
 	// Dropped counts the bytes past the cap that were not kept.
 	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// MCPServer is how one MCP server of an attempt did.
+type MCPServer struct {
+	Name   string `json:"name"`
+	Source string `json:"source"` // harness (an mcp block, on the host) | task (in the sandbox)
+	// Calls are the recorded tools/call, resources/read and prompts/get
+	// requests; Errors those answered with an error; Refused those past
+	// the event limit.
+	Calls    int   `json:"calls"`
+	Errors   int   `json:"errors,omitempty"`
+	Refused  int   `json:"refused,omitempty"`
+	BytesIn  int64 `json:"bytes_in"`  // from the agent to the server
+	BytesOut int64 `json:"bytes_out"` // back
+	Exit     *int  `json:"exit,omitempty"`
+	// Stopped is how it was stopped at the end of the agent stage: stdin,
+	// terminate (SIGTERM), kill (SIGKILL); "" when it ended before.
+	Stopped    string `json:"stopped,omitempty"`
+	Error      string `json:"error,omitempty"`
+	StderrTail string `json:"stderr_tail,omitempty"`
 }
 
 // Artifact is one file a harness left in its artifact folder.

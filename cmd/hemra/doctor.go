@@ -46,6 +46,11 @@ directory enforces as configured. A kubernetes sandbox is checked against
 its own cluster and namespace: doctor runs the network probe there and says
 why network_block or linux_vm is not offered.
 
+It also lists the MCP servers the eval directory's harnesses would run on
+this host (they have your access to it, whatever the sandbox isolates),
+any MCP server a killed hemra left running, and where hemra's own
+in-sandbox programs (the MCP connector) would come from.
+
 -prune removes only objects labelled dev.hemra.managed=true and made on this
 machine (dev.hemra.host-id; another machine's objects on a shared engine are
 listed as kept, with its host name): containers
@@ -55,7 +60,8 @@ address's current one in that store and is not reused by it (stores that
 cannot be read or that an apply holds are left alone); and volumes no
 container uses. In the namespaces of the configured kubernetes sandboxes it
 removes the pods labelled with this host and this store whose hemra process
-is gone.
+is gone. It also stops the MCP servers a hemra that is gone left
+running and removes their socket folders ($TMPDIR/hemra-mcp-*).
 
 Examples:
 
@@ -106,6 +112,7 @@ type doctorReport struct {
 	// KubernetesPrune lists the pods of this host and store removed from
 	// the namespaces of the configured kubernetes sandboxes.
 	KubernetesPrune *kubernetes.PruneReport `json:"kubernetes_prune,omitempty"`
+	MCP             *doctorMCPReport        `json:"mcp"`
 }
 
 // doctorStore is what doctor says of the store: its size part by part,
@@ -175,6 +182,7 @@ func (c *DoctorCmd) Run(g *Globals) error {
 	k8s := newKubernetes(g, "")
 	var k8sSandboxes []sandbox.Settings
 	rep.Sandboxes, k8sSandboxes, rep.ConfigError = configuredSandboxes(ctx, g, avail, k8s)
+	rep.MCP = mcpDoctor(g, c.Prune)
 
 	var pruneErr error
 	if c.Prune && len(k8sSandboxes) > 0 {
@@ -201,9 +209,13 @@ func (c *DoctorCmd) Run(g *Globals) error {
 		}
 	} else {
 		printDoctor(g.Stdout, rep, c.Prune)
+		printMCPDoctor(g.Stdout, rep.MCP)
 	}
 	if pruneErr != nil {
 		return pruneErr
+	}
+	if rep.MCP.PruneError != "" {
+		return exitError(1)
 	}
 	if rep.Prune != nil {
 		for _, r := range rep.Prune.Removed {

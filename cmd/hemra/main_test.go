@@ -38,6 +38,11 @@ func TestScripts(t *testing.T) {
 			if repo, err := filepath.Abs("../.."); err == nil {
 				env.Setenv("HEMRA_REPO", repo)
 			}
+			// hemra's in-sandbox programs come from the user's cache, as
+			// for a hemra run by hand, not built again for each script.
+			if dir, err := os.UserCacheDir(); err == nil {
+				env.Setenv("XDG_CACHE_HOME", dir)
+			}
 			if ref, err := scriptDocker(); err == nil {
 				env.Setenv("HEMRA_TEST_BUSYBOX", ref)
 				// Whatever the script's stores left in the engine goes

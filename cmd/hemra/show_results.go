@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hemra-dev/hemra/mcprelay"
 	"github.com/hemra-dev/hemra/results"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -160,6 +162,17 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 		}
 		fmt.Fprintf(w, "  %s  %s%s\n", t.At.Local().Format("15:04:05.000"), t.Status, note)
 	}
+	if a.Outcome != nil && len(a.Outcome.MCP) > 0 {
+		fmt.Fprintln(w, "\nMCP servers:")
+		for _, m := range a.Outcome.MCP {
+			fmt.Fprintf(w, "  %s\n", mcpServerText(m))
+			if m.StderrTail != "" {
+				for _, l := range strings.Split(strings.TrimRight(lastLines(m.StderrTail, 5), "\n"), "\n") {
+					fmt.Fprintf(w, "    stderr: %s\n", l)
+				}
+			}
+		}
+	}
 	if a.Outcome != nil && a.Outcome.StderrTail != "" {
 		fmt.Fprintln(w, "\nStderr (tail):")
 		for _, l := range strings.Split(strings.TrimRight(lastLines(a.Outcome.StderrTail, 10), "\n"), "\n") {
@@ -269,7 +282,8 @@ func eventText(raw json.RawMessage) string {
 			Note  string `json:"note"`
 			Exit  *int   `json:"exit"`
 		} `json:"hemra"`
-		Unreadable string `json:"unreadable"`
+		MCP        *mcprelay.Record `json:"mcp"`
+		Unreadable string           `json:"unreadable"`
 	}
 	if err := json.Unmarshal(raw, &l); err != nil || l.Unreadable != "" {
 		return "unreadable line: " + firstLine(string(raw), 120)
@@ -288,6 +302,9 @@ func eventText(raw json.RawMessage) string {
 		}
 		return s
 	}
+	if m := l.MCP; m != nil {
+		return ts + "  mcp " + m.Server + "  " + mcpText(m)
+	}
 	e := l.Event
 	switch e.Type {
 	case "event":
@@ -296,6 +313,77 @@ func eventText(raw json.RawMessage) string {
 		return fmt.Sprintf("%s  #%d  result %s %s", ts, l.Seq, e.Status, firstLine(string(e.Output), 120))
 	}
 	return fmt.Sprintf("%s  #%d  %s", ts, l.Seq, e.Type)
+}
+
+// mcpText is one recorded MCP call, result or connection in a few words.
+func mcpText(m *mcprelay.Record) string {
+	switch m.Kind {
+	case "tool_call":
+		return fmt.Sprintf("%s %s %s %s", m.Kind, m.Method, m.Name, firstLine(string(m.Input), 100))
+	case "tool_result":
+		s := fmt.Sprintf("%s %s %s (%s, %d bytes)", m.Kind, m.Method, m.Name, time.Duration(m.DurationNS).Round(time.Microsecond), m.Bytes)
+		if m.IsError {
+			s += " error"
+		}
+		out := string(m.Output)
+		if len(m.Error) > 0 {
+			out = string(m.Error)
+		} else if t := resultText(m.Output); t != "" {
+			out = strconv.Quote(t)
+		}
+		return s + " " + firstLine(out, 100)
+	}
+	s := m.Kind
+	if m.Exit != nil {
+		s += fmt.Sprintf(" exit %d", *m.Exit)
+	}
+	if m.Note != "" {
+		s += ": " + firstLine(m.Note, 120)
+	}
+	return s
+}
+
+// resultText is the text content of an MCP result (tool results and
+// resource reads), "" when it has none.
+func resultText(raw json.RawMessage) string {
+	var r struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		Contents []struct {
+			Text string `json:"text"`
+		} `json:"contents"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range append(r.Content, r.Contents...) {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// mcpServerText is one MCP server's summary line.
+func mcpServerText(m state.MCPServer) string {
+	where := "on this host"
+	if m.Source == "task" {
+		where = "the task's, in the sandbox"
+	}
+	s := fmt.Sprintf("%s (%s): %d call(s), %d error(s), %d bytes in, %d bytes out", m.Name, where, m.Calls, m.Errors, m.BytesIn, m.BytesOut)
+	if m.Refused > 0 {
+		s += fmt.Sprintf(", %d refused past the event limit", m.Refused)
+	}
+	if m.Stopped != "" {
+		s += ", stopped by " + m.Stopped
+	}
+	if m.Exit != nil {
+		s += fmt.Sprintf(", exit %d", *m.Exit)
+	}
+	if m.Error != "" {
+		s += "; " + m.Error
+	}
+	return s
 }
 
 func rewardsText(m map[string]float64) string {

@@ -69,6 +69,26 @@ type Start struct {
 	Run      RunContext      `json:"run"`
 	Args     json.RawMessage `json:"args,omitempty"` // the harness block's args, as JSON
 	Paths    Paths           `json:"paths"`
+	// MCP lists the MCP servers of this attempt (revision 2 of the
+	// protocol; absent when there are none).
+	MCP []MCPServer `json:"mcp,omitempty"`
+}
+
+// MCPServer is one MCP server the harness's agent may use. A stdio server
+// is reached by running Command (hemra's connector) as the MCP client's
+// stdio server, or by connecting to Socket directly; a URL server of a
+// compose task is reached at URL as Harbor arranges it.
+type MCPServer struct {
+	Name string `json:"name"`
+	// Source is "harness" (an mcp block: runs on the host) or "task" (the
+	// task's [[environment.mcp_servers]]).
+	Source string `json:"source"`
+	// Transport is what the agent speaks: "stdio" through Command, or the
+	// task's "sse" / "streamable-http" at URL.
+	Transport string   `json:"transport"`
+	Command   []string `json:"command,omitempty"`
+	Socket    string   `json:"socket,omitempty"`
+	URL       string   `json:"url,omitempty"`
 }
 
 // Task is the task handed to the harness.

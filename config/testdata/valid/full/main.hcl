@@ -74,6 +74,7 @@ harness "agent" {
 
   mcp "files" {
     command = ["mcp-files", "--root", "/data"]
+    args    = ["--read-only"]
     env     = []
   }
 }
