@@ -1,6 +1,9 @@
 package planner
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/hemra-dev/hemra/config"
@@ -31,4 +34,17 @@ func (p *planner) checkTaskMCP(t *dataset.Task, e *config.Eval) {
 			"Task %q of dataset %q declares the %s MCP server %q at %s. hemra gives an agent a URL server only as a service of the task's compose environment, as Harbor arranges it, and this task has none: its agent could not reach the server. Exclude the task (exclude = [%q]) or declare the server with transport = \"stdio\" and its command.",
 			t.Name, e.Dataset.Name, m.Transport, m.Name, m.URL, t.Name)
 	}
+}
+
+// mcpLoosenings are a harness's MCP servers as what they are for the
+// attempt's isolation: programs on this host with the operator's access,
+// which the agent can use whatever its sandbox blocks. They are recorded
+// with the sandbox's loosenings, so a plan and a stored attempt show them
+// and a plan that adds one flags it.
+func mcpLoosenings(h *config.Harness) []string {
+	var out []string
+	for _, m := range h.MCP {
+		out = append(out, fmt.Sprintf("mcp %q runs on this host with the operator's access (%s)", m.Name, strings.Join(m.Argv(), " ")))
+	}
+	return out
 }

@@ -938,7 +938,7 @@ func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
 		Sandbox: state.SandboxRecord{
 			Kind:       settings.Kind,
 			Settings:   settingsJSON,
-			Loosenings: sandbox.Loosenings(settings),
+			Loosenings: append(sandbox.Loosenings(settings), mcpLoosenings(d.h)...),
 			Required:   required,
 			Offered:    offered,
 			// Recorded only where the verifier reads the agent's snapshot.
