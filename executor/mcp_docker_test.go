@@ -110,8 +110,12 @@ func (f *mcpFixture) write(t *testing.T, harness string, tasks ...string) {
 	writeFiles(t, f.dir, map[string]string{
 		"main.hcl": `
 sandbox "none" {
-  image   = "` + f.image + `"
-  network = "none"
+  image     = "` + f.image + `"
+  network   = "none"
+  memory    = "512m"
+  cpus      = 1
+  pids      = 128
+  read_only = true
 }
 ` + harness + `
 dataset "d" {

@@ -1,7 +1,6 @@
 package mcprelay
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -353,12 +352,11 @@ func (r *relay) closeIfDone(c *client) {
 }
 
 func (r *relay) toServer(line []byte) {
+	buf := make([]byte, 0, len(line)+1)
+	buf = append(append(buf, line...), '\n')
 	r.inMu.Lock()
 	defer r.inMu.Unlock()
-	w := bufio.NewWriterSize(r.in, len(line)+1)
-	_, _ = w.Write(line)
-	_ = w.WriteByte('\n')
-	_ = w.Flush() // a server that is gone is reported by wait()
+	_, _ = r.in.Write(buf) // a server that is gone is reported by wait()
 }
 
 // toCurrent sends to the client relayed now; false when there is none.
