@@ -448,3 +448,108 @@ harness "broken" {
 		t.Fatalf("stderr tail not kept: %+v", a.Outcome.MCP)
 	}
 }
+
+// TestMCPTaskServerInDocker: a Harbor task's stdio MCP server is a program
+// of the task's image. It runs inside the agent's container (network
+// none), as Harbor's agent would run it, relayed and recorded through the
+// same socket and connector: its answer comes from the image's files.
+func TestMCPTaskServerInDocker(t *testing.T) {
+	f := newMCPFixture(t)
+	cli := testimages.Client(t)
+	ctx := context.Background()
+	base, err := testimages.EnsureBusybox(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cleanupStores(t, dir)
+	writeFiles(t, dir, map[string]string{
+		"main.hcl": `
+harness "probe" {
+  driver  = "./mcpprobe"
+  args    = { server = "notes", tool = "read_file", arguments = { path = "note.txt" } }
+  timeout = "2m"
+}
+
+dataset "one" {
+  source = "./tasks"
+}
+
+eval "docker" {
+  dataset   = dataset.one
+  harnesses = [harness.probe]
+}
+`,
+		"tasks/hello/instruction.md": "Read the note through the notes server.\n",
+		"tasks/hello/task.toml": `schema_version = "1.4"
+
+[environment]
+workdir = "/app"
+
+[environment.env]
+FILES_ROOT = "/data"
+
+[[environment.mcp_servers]]
+name = "notes"
+transport = "stdio"
+command = "/usr/local/bin/files-server"
+`,
+		"tasks/hello/environment/Dockerfile": "FROM " + base + "\nCOPY files-server /usr/local/bin/files-server\nCOPY note.txt /data/note.txt\nWORKDIR /app\n",
+		"tasks/hello/environment/note.txt":   "written in the image\n",
+		"tasks/hello/tests/test.sh":          "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n",
+	})
+	if err := os.WriteFile(filepath.Join(dir, "tasks/hello/environment/files-server"), mcpServerBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mcpprobe"), mcpProbeBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	uses, diags := planner.CollectImages(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	images, _, diags := planner.ResolveImages(ctx, uses, nil, docker.NewResolver(cli, nil))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	store := filepath.Join(dir, ".hemra")
+	st, err := state.Open(store, state.Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	plan, diags := planner.Compute(cfg, st, planner.Options{StoreDir: store, Images: images})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	rep, err := executor.Apply(ctx, plan, cfg, st, executor.Options{
+		Parallelism: 1,
+		Providers:   map[string]sandbox.Provider{"docker": f.provider},
+		Env:         func(n string) (string, bool) { v, ok := f.vars[n]; return v, ok },
+		MCP:         mcprelay.Options{StopGrace: 2 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 1 || rep.Attempts[0].Class != state.ClassPassed {
+		t.Fatalf("attempts %+v", rep.Attempts)
+	}
+	a, err := st.CurrentAttempt("docker/probe/hello#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probe probeReport
+	if err := json.Unmarshal(a.Outcome.AgentResult, &probe); err != nil {
+		t.Fatalf("%s: %v", a.Outcome.AgentResult, err)
+	}
+	if probe.Answer != "written in the image\n" || probe.IsError || strings.Join(probe.MCPDir, ",") != "notes.sock" {
+		t.Fatalf("the probe saw %+v", probe)
+	}
+	if len(a.Outcome.MCP) != 1 || a.Outcome.MCP[0].Source != "task" || a.Outcome.MCP[0].Calls != 1 {
+		t.Fatalf("MCP summary %+v", a.Outcome.MCP)
+	}
+}
