@@ -20,16 +20,7 @@ func TestMCPLocal(t *testing.T) {
 		t.Skip("builds programs")
 	}
 	ctx := context.Background()
-	bins := t.TempDir()
-	for name, pkg := range map[string]string{"files-server": "../examples/mcp/files-server", "mcpprobe": "./testdata/mcpprobe"} {
-		b, err := testimages.GoBinary(ctx, pkg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(bins, name), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bins := mcpHostBinaries(t)
 	dir := t.TempDir()
 	files := t.TempDir()
 	writeFiles(t, files, map[string]string{"answer.txt": "local answer\n"})
@@ -91,6 +82,23 @@ eval "e" {
 	}
 }
 
+// mcpHostBinaries builds the example files server and the probe harness
+// for this host into a folder.
+func mcpHostBinaries(t *testing.T) string {
+	t.Helper()
+	bins := t.TempDir()
+	for name, pkg := range map[string]string{"files-server": "../examples/mcp/files-server", "mcpprobe": "./testdata/mcpprobe"} {
+		b, err := testimages.GoBinary(context.Background(), pkg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bins, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bins
+}
+
 func contains(l []string, s string) bool {
 	for _, x := range l {
 		if x == s {
@@ -108,16 +116,7 @@ func TestMCPTaskServer(t *testing.T) {
 		t.Skip("builds programs")
 	}
 	ctx := context.Background()
-	bins := t.TempDir()
-	for name, pkg := range map[string]string{"files-server": "../examples/mcp/files-server", "mcpprobe": "./testdata/mcpprobe"} {
-		b, err := testimages.GoBinary(ctx, pkg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(bins, name), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bins := mcpHostBinaries(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"main.hcl": `
