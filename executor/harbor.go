@@ -668,15 +668,10 @@ func (t *trial) runOracle(ctx context.Context, st trialStep) error {
 	// Harbor's oracle writes oracle.txt (and exit-code.txt) into the
 	// mounted /logs/agent, where the tests can read them.
 	if res.exit != 0 {
-		_ = os.WriteFile(filepath.Join(filepath.Dir(merged), st.prefix()+"exit-code.txt"), fmt.Appendf(nil, "%d", res.exit), 0o600)
+		_ = os.WriteFile(filepath.Join(filepath.Dir(merged), "exit-code.txt"), fmt.Appendf(nil, "%d", res.exit), 0o600)
 	}
-	if err := t.uploadAgentLog(ctx, merged, "oracle.txt"); err != nil {
+	if err := t.uploadAgentLogs(ctx, filepath.Dir(merged)); err != nil {
 		return err
-	}
-	if res.exit != 0 {
-		if err := t.uploadAgentLog(ctx, filepath.Join(filepath.Dir(merged), st.prefix()+"exit-code.txt"), "exit-code.txt"); err != nil {
-			return err
-		}
 	}
 	if res.timedOut {
 		return &stageError{state.ClassAgentTimeout, fmt.Sprintf("solve.sh did not finish within %s", j.agentDeadline(st.cfg))}
@@ -684,13 +679,11 @@ func (t *trial) runOracle(ctx context.Context, st trialStep) error {
 	return nil
 }
 
-// uploadAgentLog copies a host file into the agent's /logs/agent.
-func (t *trial) uploadAgentLog(ctx context.Context, host, name string) error {
-	if _, err := os.Stat(host); err != nil {
-		return nil
-	}
-	if err := t.inst.Upload(ctx, host, path.Join(t.inst.Paths().AgentLogs, name)); err != nil {
-		return infraErr("writing %s into /logs/agent: %v", name, err)
+// uploadAgentLogs copies the oracle's files (oracle.txt, exit-code.txt)
+// into the agent's /logs/agent, in one copy.
+func (t *trial) uploadAgentLogs(ctx context.Context, hostDir string) error {
+	if err := t.inst.Upload(ctx, hostDir, t.inst.Paths().AgentLogs); err != nil {
+		return infraErr("writing oracle.txt into /logs/agent: %v", err)
 	}
 	return nil
 }

@@ -678,6 +678,7 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	}
 	sort.Strings(bound)
 	if len(in.volumes) == 0 && len(bound) == 0 {
+		in.rememberSnapshot(res.ID)
 		return res.ID, nil
 	}
 	// Created, never started: it keeps the commit's entrypoint and
@@ -724,7 +725,20 @@ func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("snapshot: %w", err)
 	}
+	in.rememberSnapshot(final.ID)
 	return final.ID, nil
+}
+
+// rememberSnapshot records that a snapshot starts as this container
+// does (its WORKDIR and HEALTHCHECK), so its verifier needs no inspect.
+func (in *instance) rememberSnapshot(id string) {
+	if in.image != nil {
+		ic := *in.image
+		if in.cfg.WorkingDir != "" {
+			ic.workdir = in.cfg.WorkingDir
+		}
+		in.p.imageConfigs.Store(id, &ic)
+	}
 }
 
 // Stop removes the container, its anonymous volumes and its host-bound

@@ -52,11 +52,16 @@ const (
 	maxHealthWait = 10 * time.Minute
 )
 
-// awaitStarted checks that the container still runs once its entrypoint
-// had its start, then waits, as `docker compose up --wait` does for
-// Harbor, until an image's HEALTHCHECK reports healthy.
+// awaitStarted waits, as `docker compose up --wait` does for Harbor,
+// until an image's HEALTHCHECK reports healthy, and says so when the
+// container stops first.
 func (in *instance) awaitStarted(ctx context.Context) error {
 	hc := in.image.healthcheck
+	if hc == nil {
+		// Nothing to wait for: an entrypoint that ended is noticed by the
+		// first command (sandbox.ErrStopped), without an inspect here.
+		return nil
+	}
 	wait := time.Duration(0)
 	if hc != nil {
 		interval, timeout, retries := hc.Interval, hc.Timeout, hc.Retries
