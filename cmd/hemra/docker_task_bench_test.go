@@ -249,7 +249,6 @@ func tarOf(files map[string]string) io.Reader {
 	return &buf
 }
 
-
 // benchTaskN is the benchmark's attempt count: 100, or HEMRA_BENCH_N.
 func benchTaskN() int {
 	if v := os.Getenv("HEMRA_BENCH_N"); v != "" {
