@@ -553,3 +553,116 @@ command = "/usr/local/bin/files-server"
 		t.Fatalf("MCP summary %+v", a.Outcome.MCP)
 	}
 }
+
+// TestMCPComposeURLServer: a Harbor task's streamable-http MCP server is a
+// service of its compose environment, reached by the agent's service
+// (main) at the task's URL over the attempt's private network, as Harbor
+// arranges it; run.start lists it with its URL.
+func TestMCPComposeURLServer(t *testing.T) {
+	f := newMCPFixture(t)
+	cli := testimages.Client(t)
+	ctx := context.Background()
+	base, err := testimages.EnsureBusybox(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cleanupStores(t, dir)
+	writeFiles(t, dir, map[string]string{
+		"main.hcl": `
+harness "probe" {
+  driver  = "./mcpprobe"
+  args    = { server = "notes", tool = "read_file", arguments = { path = "note.txt" } }
+  timeout = "2m"
+}
+
+dataset "one" {
+  source = "./tasks"
+}
+
+eval "compose" {
+  dataset   = dataset.one
+  harnesses = [harness.probe]
+}
+`,
+		"tasks/hello/instruction.md": "Read the note through the notes service.\n",
+		"tasks/hello/task.toml": `schema_version = "1.4"
+
+[environment]
+workdir = "/app"
+
+[[environment.mcp_servers]]
+name = "notes"
+transport = "streamable-http"
+url = "http://notes:8000/mcp"
+`,
+		"tasks/hello/environment/Dockerfile": "FROM " + base + "\nWORKDIR /app\n",
+		"tasks/hello/environment/docker-compose.yaml": `services:
+  main:
+    depends_on:
+      notes:
+        condition: service_started
+  notes:
+    build:
+      context: ./notes
+    environment:
+      FILES_ROOT: /data
+`,
+		"tasks/hello/environment/notes/Dockerfile": "FROM " + base + "\nCOPY files-server /files-server\nCOPY note.txt /data/note.txt\nCMD [\"/files-server\", \"-http\", \":8000\"]\n",
+		"tasks/hello/environment/notes/note.txt":   "served by a compose service\n",
+		"tasks/hello/tests/test.sh":                "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n",
+	})
+	if err := os.WriteFile(filepath.Join(dir, "tasks/hello/environment/notes/files-server"), mcpServerBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mcpprobe"), mcpProbeBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load(dir, config.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	uses, diags := planner.CollectImages(cfg)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	images, _, diags := planner.ResolveImages(ctx, uses, nil, docker.NewResolver(cli, nil))
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	store := filepath.Join(dir, ".hemra")
+	st, err := state.Open(store, state.Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	plan, diags := planner.Compute(cfg, st, planner.Options{StoreDir: store, Images: images})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	rep, err := executor.Apply(ctx, plan, cfg, st, executor.Options{
+		Parallelism: 1,
+		Providers:   map[string]sandbox.Provider{"docker": f.provider},
+		Env:         func(n string) (string, bool) { v, ok := f.vars[n]; return v, ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Attempts) != 1 || rep.Attempts[0].Class != state.ClassPassed {
+		t.Fatalf("attempts %+v", rep.Attempts)
+	}
+	a, err := st.CurrentAttempt("compose/probe/hello#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probe probeReport
+	if err := json.Unmarshal(a.Outcome.AgentResult, &probe); err != nil {
+		t.Fatalf("%s: %v", a.Outcome.AgentResult, err)
+	}
+	if probe.Answer != "served by a compose service\n" || probe.IsError {
+		t.Fatalf("the probe saw %+v", probe)
+	}
+	if len(a.Outcome.MCP) != 0 {
+		t.Fatalf("a URL server is not relayed, yet the attempt records %+v", a.Outcome.MCP)
+	}
+}

@@ -16,14 +16,20 @@
 //	                  working directory, and the SHA-256 of each value (a
 //	                  value itself is never answered: answers are recorded)
 //	wait {seconds}    answers after that long (to try deadlines)
+//
+// With -http ADDR it serves MCP's streamable HTTP transport at
+// http://ADDR/mcp instead of stdio: a service of a Harbor task's compose
+// environment, as a URL server of [[environment.mcp_servers]].
 package main
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,10 +48,17 @@ type waitArgs struct {
 }
 
 func main() {
+	addr := flag.String("http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio")
+	flag.Parse()
 	s := mcp.NewServer(&mcp.Implementation{Name: "files-server", Version: "0.1.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file under the server's root folder."}, readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "environment", Description: "The server's variable names, value hashes and working directory."}, environment)
 	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Answer after a number of seconds."}, wait)
+	if *addr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		log.Fatal(http.ListenAndServe(*addr, mux))
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatalf("files-server: %v", err)
 	}

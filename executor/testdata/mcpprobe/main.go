@@ -77,7 +77,17 @@ func run(ctx context.Context, r *harnesskit.Run) (*harnesskit.Result, error) {
 		return nil, fmt.Errorf("no MCP server %q in run.start", in.Server)
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "mcpprobe", Version: "1"}, nil)
-	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: exec.CommandContext(ctx, srv.Command[0], srv.Command[1:]...)}, nil)
+	var transport mcp.Transport
+	if srv.Transport == "streamable-http" {
+		transport = &mcp.StreamableClientTransport{Endpoint: srv.URL}
+	} else {
+		transport = &mcp.CommandTransport{Command: exec.CommandContext(ctx, srv.Command[0], srv.Command[1:]...)}
+	}
+	cs, err := cl.Connect(ctx, transport, nil)
+	for i := 0; err != nil && srv.Transport == "streamable-http" && i < 50; i++ {
+		time.Sleep(200 * time.Millisecond) // a compose service still starting
+		cs, err = cl.Connect(ctx, transport, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
