@@ -48,12 +48,12 @@ func fixture(b *testing.B) string {
 			return
 		}
 		store := filepath.Join(benchDir, ".hemra")
-		p, _, err := benchgen.Plan(benchDir, store)
+		p, cfg, err := benchgen.Plan(benchDir, store)
 		if err != nil {
 			setupErr = err
 			return
 		}
-		if setupErr = benchgen.RecordFinished(store, p); setupErr != nil {
+		if setupErr = benchgen.RecordFinished(store, cfg, p); setupErr != nil {
 			return
 		}
 		setupErr = os.WriteFile(filepath.Join(benchDir, ".ready"), nil, 0o644)

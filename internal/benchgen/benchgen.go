@@ -6,10 +6,14 @@ package benchgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hemra-dev/hemra/config"
@@ -38,6 +42,13 @@ variable "model" {
   default = "gpt-5-mini"
 }
 
+# Every harness's args hold the round: -var round=2 makes every attempt
+# re-run (the "every attempt re-runs" row of make bench).
+variable "round" {
+  type    = number
+  default = 1
+}
+
 sandbox "hardened" {
   image   = "alpine:3.20"
   network = "none"
@@ -53,18 +64,20 @@ sandbox "local" {
 
 harness "oracle" {
   builtin = "oracle"
+  args    = { round = var.round }
 }
 
 harness "nop" {
   builtin = "nop"
   sandbox = sandbox.local
+  args    = { round = var.round }
 }
 
 harness "agent-a" {
   command = ["python3", "/harness/agent.py"]
   sandbox = sandbox.hardened
   env     = ["OPENAI_API_KEY"]
-  args    = { model = var.model, max_turns = 30 }
+  args    = { model = var.model, max_turns = 30, round = var.round }
   timeout = "15m"
 }
 
@@ -72,14 +85,14 @@ harness "agent-b" {
   command = ["python3", "/harness/agent.py", "--plan-first"]
   sandbox = sandbox.hardened
   env     = ["OPENAI_API_KEY"]
-  args    = { model = "gpt-5", max_turns = 50 }
+  args    = { model = "gpt-5", max_turns = 50, round = var.round }
 }
 
 harness "agent-c" {
   command = ["python3", "/harness/agent.py"]
   sandbox = sandbox.hardened
   env     = ["ANTHROPIC_API_KEY"]
-  args    = { model = "claude-sonnet", max_turns = 30 }
+  args    = { model = "claude-sonnet", max_turns = 30, round = var.round }
 }
 
 dataset "bench" {
@@ -158,48 +171,167 @@ func Plan(dir, storeDir string) (*planner.Plan, *config.Config, error) {
 	return p, cfg, nil
 }
 
+// RunID is the run the recorded attempts belong to.
+const RunID = "bench"
+
 // RecordFinished records every attempt the plan would run as finished and
-// passed in the store at storeDir, in bulk (state.AddAttempts), as if
-// apply had run them all.
-func RecordFinished(storeDir string, p *planner.Plan) error {
+// passed in the store at storeDir, in bulk (state.AddAttempts, 5,000 to a
+// transaction), as if apply had run them all, under one run (RunID).
+func RecordFinished(storeDir string, cfg *config.Config, p *planner.Plan) error {
+	return record(storeDir, cfg, p, false)
+}
+
+// RecordApplied records the same attempts the way apply writes them: each
+// attempt added pending, then its agent and verify transitions and its
+// outcome, one write at a time from 64 attempts in flight at once, so the
+// store's writer commits them in small shared batches. The file's pages
+// end up laid out as after real applies (records rewritten, buckets
+// interleaved), which bulk loading does not give.
+func RecordApplied(storeDir string, cfg *config.Config, p *planner.Plan) error {
+	return record(storeDir, cfg, p, true)
+}
+
+// record stores the blobs the manifests name (as apply does), then the
+// attempts, under one run.
+func record(storeDir string, cfg *config.Config, p *planner.Plan, asApply bool) error {
 	store, err := state.Open(storeDir, state.Options{Writer: true, Command: "benchgen"})
 	if err != nil {
 		return err
 	}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	reward := 1.0
-	var batch []*state.Attempt
-	flush := func() error {
-		err := store.AddAttempts(batch)
-		batch = batch[:0]
-		return err
+	err = writeBlobs(store, cfg, p)
+	if err == nil {
+		err = store.BeginRun(&state.Run{ID: RunID, StartedAt: at, Planned: len(p.Attempts)})
 	}
+	if err == nil {
+		if asApply {
+			err = recordApplied(store, p, at)
+		} else {
+			err = recordBulk(store, p, at)
+		}
+	}
+	if err == nil {
+		err = store.FinishRun(RunID, "finished")
+	}
+	return errors.Join(err, store.Close())
+}
+
+// writeBlobs stores every text input the manifests name, read from the
+// file it came from, on one worker per CPU.
+func writeBlobs(store *state.Store, cfg *config.Config, p *planner.Plan) error {
+	type blob struct{ sha, path string }
+	seen := map[string]bool{}
+	var blobs []blob
 	for _, pa := range p.Attempts {
 		if pa.Manifest == nil {
 			continue
 		}
-		batch = append(batch, &state.Attempt{
-			Address:  pa.Address,
-			RunID:    "bench",
-			Manifest: *pa.Manifest,
-			Transitions: []state.Transition{
-				{Status: state.StatusPending, At: at},
-				{Status: state.StatusAgent, At: at},
-				{Status: state.StatusVerify, At: at},
-				{Status: state.StatusFinished, At: at},
-			},
-			Outcome: &state.Outcome{Class: state.ClassPassed, Reward: &reward, StartedAt: at, FinishedAt: at, Snapshot: "bench"},
-		})
-		if len(batch) == 5000 {
-			if err := flush(); err != nil {
-				store.Close()
-				return err
+		for _, in := range pa.Manifest.Inputs {
+			if in.Blob == "" || seen[in.Blob] {
+				continue
+			}
+			seen[in.Blob] = true
+			if src := planner.SourceFile(cfg, pa.Eval, pa.Harness, pa.Task, in.Path); src != "" {
+				blobs = append(blobs, blob{in.Blob, src})
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		store.Close()
-		return err
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, runtime.GOMAXPROCS(0)*2)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(blobs) {
+					return
+				}
+				data, err := os.ReadFile(blobs[i].path)
+				if err == nil {
+					_, err = store.PutBlob(data)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
 	}
-	return store.Close()
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func finishedAttempt(pa *planner.PlannedAttempt, at time.Time) *state.Attempt {
+	reward := 1.0
+	return &state.Attempt{
+		Address:  pa.Address,
+		RunID:    RunID,
+		Manifest: *pa.Manifest,
+		Transitions: []state.Transition{
+			{Status: state.StatusPending, At: at},
+			{Status: state.StatusAgent, At: at},
+			{Status: state.StatusVerify, At: at},
+			{Status: state.StatusFinished, At: at},
+		},
+		Outcome: &state.Outcome{Class: state.ClassPassed, Reward: &reward, StartedAt: at, FinishedAt: at, Snapshot: "bench"},
+	}
+}
+
+func recordBulk(store *state.Store, p *planner.Plan, at time.Time) error {
+	var batch []*state.Attempt
+	for _, pa := range p.Attempts {
+		if pa.Manifest == nil {
+			continue
+		}
+		batch = append(batch, finishedAttempt(pa, at))
+		if len(batch) == 5000 {
+			if err := store.AddAttempts(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	return store.AddAttempts(batch)
+}
+
+func recordApplied(store *state.Store, p *planner.Plan, at time.Time) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, 64)
+	for w := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(p.Attempts) {
+					return
+				}
+				pa := p.Attempts[i]
+				if pa.Manifest == nil {
+					continue
+				}
+				done := finishedAttempt(pa, at)
+				a := &state.Attempt{Address: done.Address, RunID: RunID, Manifest: done.Manifest,
+					Transitions: done.Transitions[:1:1]}
+				err := store.AddAttempt(a)
+				for _, t := range done.Transitions[1:3] {
+					if err == nil {
+						err = store.Transition(a.ID, t)
+					}
+				}
+				if err == nil {
+					err = store.Finish(a.ID, state.StatusFinished, done.Outcome)
+				}
+				if err != nil {
+					errs[w] = fmt.Errorf("%s: %w", pa.Address, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

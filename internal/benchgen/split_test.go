@@ -26,11 +26,11 @@ func TestPlanReadsAStoreInRangesLikeOnePass(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := filepath.Join(dir, ".hemra")
-	p, _, err := benchgen.Plan(dir, store)
+	p, cfg, err := benchgen.Plan(dir, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := benchgen.RecordFinished(store, p); err != nil {
+	if err := benchgen.RecordFinished(store, cfg, p); err != nil {
 		t.Fatal(err)
 	}
 	// Orphans at the start, middle and end of the address order, and a

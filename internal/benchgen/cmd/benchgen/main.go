@@ -33,9 +33,9 @@ func main() {
 	}
 	start = time.Now()
 	store := filepath.Join(*dir, ".hemra")
-	p, _, err := benchgen.Plan(*dir, store)
+	p, cfg, err := benchgen.Plan(*dir, store)
 	if err == nil {
-		err = benchgen.RecordFinished(store, p)
+		err = benchgen.RecordFinished(store, cfg, p)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchgen:", err)
