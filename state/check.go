@@ -76,7 +76,7 @@ func (s *Store) Check() (*CheckReport, error) {
 			r.Attempts++
 			id := string(k)
 			ids[id] = true
-			a, err := decodeAttempt(id, val)
+			a, err := v.decodeAttempt(id, val)
 			if err != nil {
 				problem("attempts/%s: %v", id, err)
 				return nil

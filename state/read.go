@@ -16,7 +16,8 @@ import (
 // database, so it stays valid after the view ends. A View of a store with
 // no state.db yet is empty.
 type View struct {
-	tx *bolt.Tx // nil: no state yet
+	tx     *bolt.Tx // nil: no state yet
+	groups *groupReader
 }
 
 // View runs fn in one read transaction: one open of state.db for any number
@@ -171,7 +172,7 @@ func (v *View) Attempt(id string) (*Attempt, error) {
 	if val == nil {
 		return nil, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
 	}
-	return decodeAttempt(id, val)
+	return v.decodeAttempt(id, val)
 }
 
 // CurrentAttempt is addr's current attempt: of a declared address, or of
@@ -251,12 +252,13 @@ func (v *View) Runs() ([]*Run, error) {
 	return out, err
 }
 
-func decodeAttempt(id string, val []byte) (*Attempt, error) {
-	a := new(Attempt)
-	if err := json.Unmarshal(val, a); err != nil {
-		return nil, fmt.Errorf("attempt %q: %w", id, err)
+// decodeAttempt decodes an attempt record read in this view, its groups
+// read (each once per view) from the same transaction.
+func (v *View) decodeAttempt(id string, val []byte) (*Attempt, error) {
+	if v.groups == nil {
+		v.groups = newGroupReader(v.tx)
 	}
-	return a, nil
+	return decodeRecord(id, val, v.groups)
 }
 
 // The Store's read methods each run in a View of their own. Use View to

@@ -20,7 +20,7 @@ import (
 
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
-const FormatVersion = 2
+const FormatVersion = 3
 
 var (
 	// bucketMeta holds keyFormatVersion, keyLineage and keySerial.
@@ -53,6 +53,11 @@ var (
 	// separate index from bucketCurrent so that plan never sees imported
 	// attempts: they are never planned, never re-run, never orphaned.
 	bucketImported = []byte("imported")
+	// bucketGroups maps the SHA-256 (hex) of a group's JSON to the JSON
+	// (v3): the parts of manifests many attempts share, which their
+	// records reference (groups.go). Never rewritten: a group's content
+	// is its name.
+	bucketGroups = []byte("groups")
 
 	keyFormatVersion = []byte("format_version") // big-endian uint64
 	keyLineage       = []byte("lineage")        // string
@@ -60,7 +65,7 @@ var (
 )
 
 // allBuckets are created in every new or migrated store.
-var allBuckets = [][]byte{bucketMeta, bucketAttempts, bucketCurrent, bucketHistory, bucketRuns, bucketRunAttempts, bucketOpen, bucketSummaries, bucketImported}
+var allBuckets = [][]byte{bucketMeta, bucketAttempts, bucketCurrent, bucketHistory, bucketRuns, bucketRunAttempts, bucketOpen, bucketSummaries, bucketImported, bucketGroups}
 
 // keySep separates the parts of composite keys. Addresses and ids never
 // contain it (AddAttempt refuses them).
@@ -94,6 +99,7 @@ func getUint64(b *bolt.Bucket, key []byte) (uint64, bool, error) {
 var migrations = map[int]func(tx *bolt.Tx) error{
 	0: migrateV0,
 	1: migrateV1,
+	2: migrateV2,
 }
 
 // migrateV0 upgrades the prototype format (attempts, history and runs only)
@@ -111,11 +117,11 @@ func migrateV0(tx *bolt.Tx) error {
 	// Ids sort by creation, so the last attempt seen for an address is its
 	// newest.
 	return attempts.ForEach(func(k, v []byte) error {
-		var a Attempt
-		if err := json.Unmarshal(v, &a); err != nil {
-			return fmt.Errorf("attempt %s: %w", k, err)
+		a, err := decodeRecord(string(k), v, nil)
+		if err != nil {
+			return err
 		}
-		cur, err := json.Marshal(currentOf(&a))
+		cur, err := json.Marshal(currentOf(a))
 		if err != nil {
 			return err
 		}
@@ -138,10 +144,60 @@ func migrateV1(tx *bolt.Tx) error {
 		}
 	}
 	return tx.Bucket(bucketAttempts).ForEach(func(k, v []byte) error {
-		a, err := decodeAttempt(string(k), v)
+		a, err := decodeRecord(string(k), v, nil)
 		if err != nil {
 			return err
 		}
 		return putSummary(tx, a)
 	})
+}
+
+// migrateV2 upgrades v2 to v3 by rewriting every attempt record with its
+// shared manifest parts as references to content-addressed groups
+// (groups.go). A record decodes to the same attempt before and after.
+// Records are rewritten a page of keys at a time, as a bucket must not
+// change under its cursor.
+func migrateV2(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	attempts := tx.Bucket(bucketAttempts)
+	type rec struct{ k, v []byte }
+	var after []byte
+	for {
+		var page []rec
+		c := attempts.Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if k != nil && string(k) == string(after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && len(page) < 1024; k, v = c.Next() {
+			a, err := decodeRecord(string(k), v, nil)
+			if err != nil {
+				return err
+			}
+			enc, groups, err := encodeRecord(a)
+			if err != nil {
+				return fmt.Errorf("attempt %s: %w", k, err)
+			}
+			if err := putGroups(tx, groups); err != nil {
+				return err
+			}
+			page = append(page, rec{append([]byte(nil), k...), enc})
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, r := range page {
+			if err := attempts.Put(r.k, r.v); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].k
+	}
 }

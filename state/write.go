@@ -151,9 +151,10 @@ func (s *Store) AddAttempts(as []*Attempt) error {
 // preparedAttempt is an attempt checked and encoded outside the write
 // transaction.
 type preparedAttempt struct {
-	a   *Attempt
-	rec []byte
-	cur []byte
+	a      *Attempt
+	rec    []byte
+	groups []group
+	cur    []byte
 }
 
 func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
@@ -186,7 +187,7 @@ func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 				a.Transitions[i].At = now()
 			}
 		}
-		rec, err := json.Marshal(a)
+		rec, groups, err := encodeRecord(a)
 		if err != nil {
 			return nil, fmt.Errorf("attempt %s: %w", a.ID, err)
 		}
@@ -194,7 +195,7 @@ func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 		if err != nil {
 			return nil, err
 		}
-		prep = append(prep, preparedAttempt{a, rec, cur})
+		prep = append(prep, preparedAttempt{a, rec, groups, cur})
 	}
 	return prep, nil
 }
@@ -203,6 +204,9 @@ func prepareAttempts(as []*Attempt) ([]preparedAttempt, error) {
 // open and run entries.
 func putAttempt(tx *bolt.Tx, p preparedAttempt) error {
 	id := []byte(p.a.ID)
+	if err := putGroups(tx, p.groups); err != nil {
+		return err
+	}
 	if err := tx.Bucket(bucketAttempts).Put(id, p.rec); err != nil {
 		return err
 	}
@@ -322,21 +326,24 @@ func firstLine(s string) string {
 
 // changeAttempt loads an attempt, lets change edit it, and stores it with
 // its current summary (when it is still its address's current attempt)
-// and its place in the open index.
+// and its place in the open index. change sees the record as stored: the
+// manifest's grouped parts (its inputs other than the chained ones, its
+// sandbox, images and environment names) are not read, and are kept as
+// they are; it may change anything else.
 func changeAttempt(tx *bolt.Tx, id string, change func(a *Attempt) error) error {
 	attempts := tx.Bucket(bucketAttempts)
 	val := attempts.Get([]byte(id))
 	if val == nil {
 		return fmt.Errorf("attempt %q: %w", id, ErrNotFound)
 	}
-	a, err := decodeAttempt(id, val)
+	a, sm, err := decodeStored(id, val)
 	if err != nil {
 		return err
 	}
 	if err := change(a); err != nil {
 		return err
 	}
-	rec, err := json.Marshal(a)
+	rec, err := encodeStored(a, sm)
 	if err != nil {
 		return err
 	}
@@ -382,7 +389,7 @@ func (s *Store) SetSnapshotKept(attemptID string, kept bool) error {
 		if val == nil {
 			return fmt.Errorf("attempt %q: %w", attemptID, ErrNotFound)
 		}
-		a, err := decodeAttempt(attemptID, val)
+		a, _, err := decodeStored(attemptID, val)
 		if err != nil {
 			return err
 		}

@@ -217,7 +217,7 @@ func medianOf(ss []sample) sample {
 		cpu:  time.Duration(mid(func(s sample) int64 { return int64(s.cpu) })),
 		self: time.Duration(mid(func(s sample) int64 { return int64(s.self) })),
 		rss:  mid(func(s sample) int64 { return s.rss }),
-		load: strings.Join(loads, " | "),
+		load: strings.Join(loads, "; "),
 	}
 }
 

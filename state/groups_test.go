@@ -1,0 +1,285 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// planned is an attempt shaped like the planner's: three stages, inputs
+// sorted by path within each, task inputs shared by the harnesses and
+// harness inputs shared by the tasks.
+func planned(harness, task string, rep int) *Attempt {
+	fp := func(s string) string { return fmt.Sprintf("%064x", len(s)+rep) + "" }
+	agentFP, verifyFP := fp("a"+harness+task), fp("v"+harness+task)
+	inputs := []Input{
+		{Stage: "agent", Path: "attempt.repetition", Value: fmt.Sprint(rep)},
+		{Stage: "agent", Path: "harness.args.model", Value: `"` + harness + `"`},
+		{Stage: "agent", Path: "hemra.execution_semantics", Value: `"1"`},
+		{Stage: "agent", Path: "image alpine:3.20", Value: "sha256:" + fmt.Sprintf("%064d", 4)},
+		{Stage: "agent", Path: "mount /harness/agent.py", Value: "sha256:aa", Blob: "aa"},
+		{Stage: "agent", Path: "sandbox.kind", Value: `"docker"`},
+		{Stage: "agent", Path: "task.instruction.md", Value: "sha256:" + task, Blob: task},
+		{Stage: "agent", Path: "task.toml.agent.timeout_sec", Value: "360"},
+		{Stage: "verify", Path: "agent.fingerprint", Value: agentFP},
+		{Stage: "verify", Path: "task.tests/test.sh", Value: "sha256:t" + task, Blob: "t" + task},
+		{Stage: "verify", Path: "verifier.network", Value: `"none"`},
+		{Stage: "judge", Path: "verify.fingerprint", Value: verifyFP},
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	reward := 0.5
+	return &Attempt{
+		ID: NewID(), Address: "e/" + harness + "/" + task + "#" + fmt.Sprint(rep), RunID: "r1",
+		Manifest: Manifest{FormatVersion: 1, Eval: "e", Harness: harness, Task: task, Repetition: rep,
+			AgentFingerprint: agentFP, VerifyFingerprint: verifyFP, JudgeFingerprint: fp("j" + harness + task),
+			Inputs:   inputs,
+			Images:   map[string]string{"alpine:3.20": "sha256:" + fmt.Sprintf("%064d", 4)},
+			Sandbox:  SandboxRecord{Kind: "docker", Settings: json.RawMessage(`{"kind":"docker","network":"none"}`), Offered: []string{"network_block"}},
+			EnvNames: []string{"OPENAI_API_KEY"},
+		},
+		Transitions: []Transition{{Status: StatusPending, At: at}, {Status: StatusFinished, At: at}},
+		Outcome:     &Outcome{Class: ClassTaskFailure, Reward: &reward, StartedAt: at, FinishedAt: at},
+	}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// A record decodes to exactly the attempt encoded, grouped or not.
+func TestRecordRoundTrip(t *testing.T) {
+	shuffled := planned("h", "t1", 1)
+	in := shuffled.Manifest.Inputs
+	in[0], in[len(in)-2] = in[len(in)-2], in[0] // an order the store cannot restore
+	dup := planned("h", "t1", 2)
+	dup.Manifest.Inputs = append(dup.Manifest.Inputs, dup.Manifest.Inputs[1]) // a path twice
+	for name, a := range map[string]*Attempt{
+		"planned":      planned("h", "t1", 1),
+		"empty":        {ID: NewID(), Address: "e/h/t#1"},
+		"no inputs":    {ID: NewID(), Address: "e/h/t#1", Manifest: Manifest{Eval: "e", Sandbox: SandboxRecord{Kind: "local"}}},
+		"out of order": shuffled,
+		"path twice":   dup,
+	} {
+		rec, groups, err := encodeRecord(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		db, err := bolt.Open(filepath.Join(dir, "db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bolt.Tx) error {
+			if _, err := tx.CreateBucket(bucketGroups); err != nil {
+				return err
+			}
+			if err := putGroups(tx, groups); err != nil {
+				return err
+			}
+			got, err := decodeRecord(a.ID, rec, newGroupReader(tx))
+			if err != nil {
+				return err
+			}
+			if jsonOf(t, got) != jsonOf(t, a) {
+				t.Errorf("%s: decoded\n%s\nwant\n%s", name, jsonOf(t, got), jsonOf(t, a))
+			}
+			return nil
+		})
+		db.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "out of order" || name == "path twice" {
+			if len(groups) != 0 {
+				t.Errorf("%s: %d groups, want the record kept whole", name, len(groups))
+			}
+		} else if name == "planned" && len(rec) >= len(jsonOf(t, a)) {
+			t.Errorf("%s: the record is %d bytes, not less than the attempt's %d", name, len(rec), len(jsonOf(t, a)))
+		}
+	}
+}
+
+// Attempts sharing a task or a harness share its groups, and the groups of
+// two manifests differ only where an input does.
+func TestGroupsAreShared(t *testing.T) {
+	a, b, c := planned("h1", "t1", 1), planned("h2", "t1", 1), planned("h1", "t2", 1)
+	ids := func(x *Attempt) map[string]string {
+		gs, _ := SplitInputs(x.Manifest.Inputs)
+		out := map[string]string{}
+		for _, g := range gs {
+			out[g.Stage+"/"+g.Kind] = g.ID
+		}
+		return out
+	}
+	ga, gb, gc := ids(a), ids(b), ids(c)
+	for _, k := range []string{"agent/task", "verify/task", "agent/attempt", "verify/run"} {
+		if ga[k] != gb[k] {
+			t.Errorf("%s: another harness on the same task has another group", k)
+		}
+	}
+	if ga["agent/run"] == gb["agent/run"] {
+		t.Errorf("agent/run: two harnesses share a group")
+	}
+	if ga["agent/run"] != gc["agent/run"] || ga["agent/task"] == gc["agent/task"] {
+		t.Errorf("the same harness on another task: groups %v vs %v", ga, gc)
+	}
+}
+
+// writeV2 turns the store at dir (format 3) into what format 2 wrote:
+// every attempt record whole, no groups bucket.
+func writeV2(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		v := &View{tx: tx}
+		att := tx.Bucket(bucketAttempts)
+		var ks, vs [][]byte
+		if err := att.ForEach(func(k, val []byte) error {
+			a, err := v.decodeAttempt(string(k), val)
+			if err != nil {
+				return err
+			}
+			whole, err := json.Marshal(a)
+			ks, vs = append(ks, append([]byte(nil), k...)), append(vs, whole)
+			return err
+		}); err != nil {
+			return err
+		}
+		for i := range ks {
+			if err := att.Put(ks[i], vs[i]); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteBucket(bucketGroups); err != nil {
+			return err
+		}
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 2)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump is every key and value of every bucket but meta.
+func dump(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	_ = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if bytes.Equal(name, bucketMeta) {
+				return nil
+			}
+			return b.ForEach(func(k, v []byte) error {
+				out[string(name)+"/"+string(k)] = string(v)
+				return nil
+			})
+		})
+	})
+	return out
+}
+
+// A store migrated from format 2 holds exactly what the same writes give
+// in format 3, and reads the same.
+func TestMigrateV2EqualsWrittenNew(t *testing.T) {
+	fresh, old := t.TempDir(), t.TempDir()
+	var attempts []*Attempt
+	for _, task := range []string{"t1", "t2", "t3"} {
+		for _, h := range []string{"h1", "h2"} {
+			for rep := 1; rep <= 2; rep++ {
+				attempts = append(attempts, planned(h, task, rep))
+			}
+		}
+	}
+	open := planned("h1", "t9", 1)
+	open.Transitions, open.Outcome = open.Transitions[:1], nil
+	attempts = append(attempts, open)
+	for _, dir := range []string{fresh, old} {
+		s, err := Open(dir, Options{Writer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.BeginRun(&Run{ID: "r1", StartedAt: time.Unix(0, 0).UTC(), Host: "h", PID: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// Copies: AddAttempts fills in fields of what it is given.
+		var cp []*Attempt
+		for _, a := range attempts {
+			var c Attempt
+			if err := json.Unmarshal([]byte(jsonOf(t, a)), &c); err != nil {
+				t.Fatal(err)
+			}
+			cp = append(cp, &c)
+		}
+		if err := s.AddAttempts(cp); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Transition(open.ID, Transition{Status: StatusAgent, At: time.Unix(5, 0).UTC()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := dump(t, fresh)
+	writeV2(t, old)
+	before := dump(t, old)
+	if _, ok := before["groups/"]; ok || len(before) >= len(want) {
+		t.Fatalf("the format-2 store has %d keys, the new one %d: not downgraded", len(before), len(want))
+	}
+	s, err := Open(old, Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Meta(); err != nil || m.FormatVersion != FormatVersion {
+		t.Fatalf("after the upgrade: %+v, %v", m, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := dump(t, old)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: migrated\n%s\nwritten new\n%s", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: only in the migrated store", k)
+		}
+	}
+	r, err := Open(old, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attempts[:len(attempts)-1] {
+		got, err := r.Attempt(a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jsonOf(t, got) != jsonOf(t, a) {
+			t.Errorf("%s read back\n%s\nwant\n%s", a.ID, jsonOf(t, got), jsonOf(t, a))
+		}
+	}
+	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("Check of the migrated store: %+v, %v", rep, err)
+	}
+}
