@@ -2,7 +2,7 @@ package state
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -79,9 +79,11 @@ func SplitInputs(inputs []Input) (groups []InputGroup, inline []Input) {
 	return groups, inline
 }
 
+// groupID names a group by the SHA-256 of its JSON, in unpadded base64url
+// (43 characters: a record names several).
 func groupID(data []byte) string {
 	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // joinInputs puts split inputs back in manifest order: stage by stage
@@ -141,6 +143,19 @@ type storedManifest struct {
 	Manifest
 	InputGroups []string `json:"input_groups,omitempty"`
 	Context     string   `json:"context,omitempty"`
+	// Chained: the inputs kept in the record are exactly the planner's
+	// two chained ones, whose values are the agent's and the verifier's
+	// fingerprints (chainedInputs): they are not written twice.
+	Chained bool `json:"chained,omitempty"`
+}
+
+// chainedInputs are the inputs a planned manifest chains from one stage to
+// the next.
+func chainedInputs(m *Manifest) []Input {
+	return []Input{
+		{Stage: StageVerify, Path: "agent.fingerprint", Value: m.AgentFingerprint},
+		{Stage: StageJudge, Path: "verify.fingerprint", Value: m.VerifyFingerprint},
+	}
 }
 
 // storedAttempt is an attempt record: every field of Attempt, the manifest
@@ -172,6 +187,9 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	}
 	sm := storedManifest{Manifest: m}
 	sm.Inputs = inline
+	if slices.Equal(inline, chainedInputs(&m)) {
+		sm.Inputs, sm.Chained = nil, true
+	}
 	var out []group
 	for _, g := range groups {
 		data, err := json.Marshal(g.Inputs)
@@ -283,6 +301,10 @@ func decodeRecord(id string, val []byte, groups *groupReader) (*Attempt, error) 
 	}
 	sm := sa.Manifest
 	a.Manifest = sm.Manifest
+	if sm.Chained {
+		sm.Inputs = chainedInputs(&sm.Manifest)
+		a.Manifest.Inputs = sm.Inputs
+	}
 	if len(sm.InputGroups) > 0 {
 		parts := [][]Input{sm.Inputs}
 		for _, gid := range sm.InputGroups {

@@ -94,6 +94,7 @@ func (s *Store) commit(batch []*writeReq) {
 				if err := s.checkSize(tx); err != nil {
 					return err
 				}
+				fillPages(tx)
 				for _, r := range batch {
 					if err := r.fn(tx); err != nil {
 						failed, failErr = r, err
@@ -120,6 +121,18 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 		}
 		batch = rest
+	}
+}
+
+// fillPages lets the pages of the buckets whose keys grow with time
+// (attempt ids, run id + attempt id) fill up before they split: new keys
+// are appended at the end, so a page split half-full (bbolt's default)
+// would stay half-empty for good.
+func fillPages(tx *bolt.Tx) {
+	for _, name := range [][]byte{bucketAttempts, bucketSummaries, bucketRunAttempts} {
+		if b := tx.Bucket(name); b != nil {
+			b.FillPercent = 0.95
+		}
 	}
 }
 

@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/hemra-dev/hemra/internal/benchgen"
 )
 
@@ -40,6 +42,13 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "benchtable floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "buckets" {
+		if err := printBuckets(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable buckets:", err)
 			os.Exit(1)
 		}
 		return
@@ -284,6 +293,9 @@ func (b *bench) measureAll(applyGlob string, skipApply bool) error {
 	db, err := os.Stat(filepath.Join(store, "state.db"))
 	if err != nil {
 		return err
+	}
+	if out, err := exec.Command(self, "buckets", filepath.Join(store, "state.db")).Output(); err == nil {
+		fmt.Printf("== state.db by bucket\n%s", out)
 	}
 	storeRow := row{work: "store on disk", goal: "≤ 1.5 KB of state.db per attempt; nothing per attempt beyond its outputs",
 		measured: fmt.Sprintf("state.db %.2f KB per attempt (%d MB for %d)", float64(db.Size())/1024/float64(b.attempts), db.Size()>>20, b.attempts), load: loadavg()}
@@ -534,4 +546,28 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// printBuckets prints what each bucket of a state.db takes: bytes in use
+// in its pages, bytes of pages allocated, and keys.
+func printBuckets(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		fmt.Printf("%-14s %10s %12s %12s\n", "bucket", "keys", "in use", "allocated")
+		var use, alloc int
+		err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			st := b.Stats()
+			u := st.BranchInuse + st.LeafInuse
+			a := st.BranchAlloc + st.LeafAlloc
+			use, alloc = use+u, alloc+a
+			fmt.Printf("%-14s %10d %12d %12d\n", name, st.KeyN, u, a)
+			return nil
+		})
+		fmt.Printf("%-14s %10s %12d %12d (file %d)\n", "total", "", use, alloc, tx.Size())
+		return err
+	})
 }
