@@ -701,24 +701,31 @@ func (p *planner) finish(decl []*declared) []error {
 	}
 	parallel((len(changed)+chunk-1)/chunk, func(c int) {
 		part := changed[c*chunk : min((c+1)*chunk, len(changed))]
-		olds := make([]*state.Attempt, len(part))
-		read := func(attempt func(id string) (*state.Attempt, error)) error {
+		olds := make([]*priorSide, len(part))
+		if v, ok := p.prior.(viewer); ok {
+			err := v.View(func(view *state.View) error {
+				for i, d := range part {
+					old, err := priorOf(view, &d.pa)
+					if err != nil {
+						fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
+						continue
+					}
+					olds[i] = old
+				}
+				return nil
+			})
+			if err != nil {
+				fail(err)
+			}
+		} else {
 			for i, d := range part {
-				old, err := attempt(d.pa.PriorAttemptID)
+				old, err := p.prior.Attempt(d.pa.PriorAttemptID)
 				if err != nil {
 					fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
 					continue
 				}
-				olds[i] = old
+				olds[i] = &priorSide{old: old.Manifest.Inputs, new: d.pa.Manifest.Inputs, sandbox: old.Manifest.Sandbox}
 			}
-			return nil
-		}
-		if v, ok := p.prior.(viewer); ok {
-			if err := v.View(func(view *state.View) error { return read(view.Attempt) }); err != nil {
-				fail(err)
-			}
-		} else {
-			read(p.prior.Attempt)
 		}
 		for i, d := range part {
 			if olds[i] == nil {
@@ -732,13 +739,66 @@ func (p *planner) finish(decl []*declared) []error {
 			case ActionRejudge:
 				stages = map[string]bool{StageJudge: true}
 			}
-			pa.Changes = p.changes(d, olds[i].Manifest.Inputs, pa.Manifest.Inputs, stages)
-			pa.IsolationChange = isolationChange(pa.Changes, olds[i].Manifest.Sandbox, pa.Manifest.Sandbox)
+			pa.Changes = p.changes(d, olds[i].old, olds[i].new, stages)
+			pa.IsolationChange = isolationChange(pa.Changes, olds[i].sandbox, pa.Manifest.Sandbox)
 		}
 	})
 	// Report in address order, whatever the scheduling.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
+}
+
+// priorSide is what explaining a change needs of the prior attempt: its
+// inputs that may differ from the new manifest's (old), the new manifest's
+// that may differ from them (new), and its sandbox record.
+type priorSide struct {
+	old, new []state.Input
+	sandbox  state.SandboxRecord
+}
+
+// priorOf reads the prior attempt of pa for explaining its change. A
+// record that references its manifest's groups (state format 3) is read
+// without the groups the new manifest has too, content for content: only
+// the groups that differ are decoded, each once per view.
+func priorOf(view *state.View, pa *PlannedAttempt) (*priorSide, error) {
+	rg, whole, err := view.RecordGroups(pa.PriorAttemptID)
+	if err != nil {
+		return nil, err
+	}
+	if whole {
+		old, err := view.Attempt(pa.PriorAttemptID)
+		if err != nil {
+			return nil, err
+		}
+		return &priorSide{old: old.Manifest.Inputs, new: pa.Manifest.Inputs, sandbox: old.Manifest.Sandbox}, nil
+	}
+	groups := state.InputGroupIDs(pa.Manifest.Inputs)
+	side := &priorSide{old: append([]state.Input(nil), rg.Inline...)}
+	for _, id := range rg.InputGroups {
+		if slices.ContainsFunc(groups, func(g state.GroupRef) bool { return g.ID == id }) {
+			continue
+		}
+		in, err := view.InputGroup(id)
+		if err != nil {
+			return nil, err
+		}
+		side.old = append(side.old, in...)
+	}
+	// The new inputs outside the groups the prior attempt has too.
+	for _, in := range pa.Manifest.Inputs {
+		kind := state.InputKind(in)
+		if kind != "" {
+			i := slices.IndexFunc(groups, func(g state.GroupRef) bool { return g.Stage == in.Stage && g.Kind == kind })
+			if slices.Contains(rg.InputGroups, groups[i].ID) {
+				continue
+			}
+		}
+		side.new = append(side.new, in)
+	}
+	if side.sandbox, err = view.ContextSandbox(rg.Context); err != nil {
+		return nil, err
+	}
+	return side, nil
 }
 
 // viewer is implemented by *state.Store: many reads in one transaction.

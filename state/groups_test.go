@@ -283,3 +283,32 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 		t.Errorf("Check of the migrated store: %+v, %v", rep, err)
 	}
 }
+
+func TestInputsJSONAsEncodingJSON(t *testing.T) {
+	cases := [][]Input{
+		nil,
+		{},
+		planned("h", "t", 1).Manifest.Inputs,
+		{{Stage: "agent", Path: "harness.args.x", Value: `"<b>&amp;</b> \"q\" \\ é \u2028 ` + "\x01\xff", Blob: "b"}},
+	}
+	for _, in := range cases {
+		want, _ := json.Marshal(in)
+		if got := appendInputsJSON(nil, in); string(got) != string(want) {
+			t.Errorf("appendInputsJSON = %s, want %s", got, want)
+		}
+	}
+}
+
+func TestInputGroupIDsAsSplitInputs(t *testing.T) {
+	in := planned("h", "t", 1).Manifest.Inputs
+	groups, _ := SplitInputs(in)
+	refs := InputGroupIDs(in)
+	if len(refs) != len(groups) {
+		t.Fatalf("%d refs, %d groups", len(refs), len(groups))
+	}
+	for i, g := range groups {
+		if refs[i] != (GroupRef{g.ID, g.Stage, g.Kind}) {
+			t.Errorf("ref %d = %+v, group %+v", i, refs[i], g)
+		}
+	}
+}
