@@ -95,12 +95,7 @@ func (e *executor) attempt(ctx context.Context, j *job) {
 		a.out.Error = joinMsg(a.out.Error, "writing the event log: "+cerr.Error())
 	}
 	out := *a.out
-	a.rec.do(func() error {
-		if err := e.store.Finish(a.id, final, &out); err != nil {
-			return fmt.Errorf("recording the outcome: %w", err)
-		}
-		return nil
-	})
+	a.rec.finish("recording the outcome", state.FinishWrite(a.id, final, &out))
 	a.rec.close(func(err error) {
 		if err == nil {
 			a.releaseSuperseded(ctx, out.Snapshot)
@@ -175,12 +170,7 @@ func (a *attemptRun) record() error {
 		rec.Transitions = []state.Transition{{Status: state.StatusAgent, At: now}}
 		a.log.note("stage", string(state.StatusAgent), "")
 	}
-	a.rec.do(func() error {
-		if err := st.AddAttempt(rec); err != nil {
-			return fmt.Errorf("recording the attempt: %w", err)
-		}
-		return nil
-	})
+	a.rec.do("recording the attempt", state.AddAttempts(rec))
 	a.out.EventsLog = relToStore(st.Dir(), st.EventLogPath(a.id))
 	a.ws = st.WorkDir(a.id)
 	return nil
@@ -196,12 +186,7 @@ func (a *attemptRun) runsAgent() bool {
 func (a *attemptRun) transition(s state.Status, note string) error {
 	a.log.note("stage", string(s), note)
 	t := state.Transition{Status: s, At: time.Now().UTC(), Note: note}
-	a.rec.do(func() error {
-		if err := a.e.store.Transition(a.id, t); err != nil {
-			return fmt.Errorf("recording the %s stage: %w", s, err)
-		}
-		return nil
-	})
+	a.rec.do("recording the "+string(s)+" stage", state.TransitionWrite(a.id, t))
 	a.e.emit(Event{Type: EventAttemptStage, Address: a.j.pa.Address, AttemptID: a.id, Stage: s})
 	return nil
 }

@@ -1,7 +1,11 @@
 package executor
 
 import (
+	"fmt"
 	"sync"
+	"time"
+
+	"github.com/hemra-dev/hemra/state"
 )
 
 // maxPendingRecords bounds the attempts whose records are still being
@@ -13,24 +17,70 @@ const maxPendingRecords = 256
 // durable when it returns, but nothing a worker does next depends on it:
 // a crash before a write lands leaves the attempt open or unrecorded, and
 // the next writer records it as interrupted or the next plan runs it
-// again. Writes of different attempts reach the store together, so the
-// store's writer commits them in shared transactions: one fsync for many
-// attempts rather than four per attempt.
+// again. The writes of an attempt that are waiting when the previous ones
+// land go to the store together, as one transaction, and writes of
+// different attempts reach the store together, so the store's writer
+// commits them in shared transactions: one fsync for many writes rather
+// than one per write. An attempt's first writes (its record, its stage
+// transitions) wait up to recordLinger for more of its writes: an attempt
+// that ends within it is recorded in one commit, and one that runs longer
+// shows as running that much later.
+
 type recorder struct {
-	ops   chan func() error
+	ops   chan recordOp
 	err   error // the first write that failed; later writes are skipped
 	after func(err error)
+}
+
+// recordLinger is how long an attempt's writes before its outcome wait
+// for the next ones.
+const recordLinger = 250 * time.Millisecond
+
+// recordOp is one queued write and how its error reads.
+type recordOp struct {
+	w     state.Write
+	what  string // "recording the outcome"
+	final bool   // the outcome: nothing follows
 }
 
 func (e *executor) newRecorder() *recorder {
 	e.recSem <- struct{}{}
 	e.recWG.Add(1)
-	r := &recorder{ops: make(chan func() error, 8)}
+	r := &recorder{ops: make(chan recordOp, 8)}
 	go func() {
 		defer e.recWG.Done()
 		for op := range r.ops {
+			ops := []recordOp{op}
+			if !op.final {
+				timer := time.NewTimer(recordLinger)
+			linger:
+				for !ops[len(ops)-1].final {
+					select {
+					case next, ok := <-r.ops:
+						if !ok {
+							break linger
+						}
+						ops = append(ops, next)
+					case <-timer.C:
+						break linger
+					}
+				}
+				timer.Stop()
+			}
+		more:
+			for !ops[len(ops)-1].final {
+				select {
+				case next, ok := <-r.ops:
+					if !ok {
+						break more
+					}
+					ops = append(ops, next)
+				default:
+					break more
+				}
+			}
 			if r.err == nil {
-				r.err = op()
+				r.err = r.write(e.store, ops)
 			}
 		}
 		<-e.recSem
@@ -41,8 +91,33 @@ func (e *executor) newRecorder() *recorder {
 	return r
 }
 
-// do queues a write.
-func (r *recorder) do(op func() error) { r.ops <- op }
+// write makes ops in one transaction; should that fail, one by one, so
+// that the writes before the failing one land and its error is its own.
+func (r *recorder) write(st *state.Store, ops []recordOp) error {
+	if len(ops) > 1 {
+		ws := make([]state.Write, len(ops))
+		for i, op := range ops {
+			ws[i] = op.w
+		}
+		if st.Write(ws...) == nil {
+			return nil
+		}
+	}
+	for _, op := range ops {
+		if err := st.Write(op.w); err != nil {
+			return fmt.Errorf("%s: %w", op.what, err)
+		}
+	}
+	return nil
+}
+
+// do queues a write; what says what it records, for its error.
+func (r *recorder) do(what string, w state.Write) { r.ops <- recordOp{w: w, what: what} }
+
+// finish queues the attempt's last write (its outcome).
+func (r *recorder) finish(what string, w state.Write) {
+	r.ops <- recordOp{w: w, what: what, final: true}
+}
 
 // close queues nothing more; then, once every write is done, calls
 // after with the first error (on the recorder's goroutine).

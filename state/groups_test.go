@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,5 +311,59 @@ func TestInputGroupIDsAsSplitInputs(t *testing.T) {
 		if refs[i] != (GroupRef{g.ID, g.Stage, g.Kind}) {
 			t.Errorf("ref %d = %+v, group %+v", i, refs[i], g)
 		}
+	}
+}
+
+// A store big enough is checked in one id range per CPU: every attempt
+// once, problems found in either range.
+func TestCheckInRanges(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var as []*Attempt
+	for i := range 6000 {
+		a := planned("h", fmt.Sprintf("t%04d", i), 1)
+		a.ID = IDAt(t0.Add(time.Duration(i)*time.Second), fmt.Sprint(i))
+		a.RunID = ""
+		as = append(as, a)
+	}
+	if err := s.AddAttempts(as); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := Open(dir, Options{})
+	rep, err := r.Check()
+	if err != nil || rep.Attempts != 6000 || rep.Addresses != 6000 || len(rep.Problems) != 0 {
+		t.Fatalf("Check = %d attempts, %d addresses, %d problems, %v", rep.Attempts, rep.Addresses, len(rep.Problems), err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Update(func(tx *bolt.Tx) error {
+		_ = tx.Bucket(bucketSummaries).Delete([]byte(as[10].ID))
+		_ = tx.Bucket(bucketHistory).Delete(historyKey(as[5990].Address, as[5990].ID))
+		return tx.Bucket(bucketCurrent).Put([]byte("e/h/zzz#1"), []byte(`{"a":"nope"}`))
+	})
+	db.Close()
+	rep, err = r.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rep.Problems
+	want := []string{
+		"attempts/" + as[5990].ID + ": missing from the history of " + as[5990].Address,
+		"current/" + as[5990].Address + ": points at " + as[5990].ID + ", but the newest attempt there is ",
+		"current/e/h/zzz#1: attempt nope is missing",
+		"current/e/h/zzz#1: points at nope, but the newest attempt there is ",
+		"summaries/" + as[10].ID + ": missing or out of step with the attempt record",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

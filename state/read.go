@@ -140,6 +140,7 @@ func (v *View) ForEachCurrent(fn func(addr string, c Current) error) error {
 		return nil
 	}
 	c := b.Cursor()
+	n := 0
 	for k, val := c.First(); k != nil; k, val = c.Next() {
 		cur, err := decodeCurrent(val)
 		if err != nil {
@@ -148,6 +149,7 @@ func (v *View) ForEachCurrent(fn func(addr string, c Current) error) error {
 		if err := fn(string(k), cur); err != nil {
 			return err
 		}
+		v.walked(&n)
 	}
 	return nil
 }
@@ -340,7 +342,9 @@ func (s *Store) ForEachCurrentSplit(bounds []string, fn func(part int, addr stri
 				if part > 0 {
 					k, val = c.Seek([]byte(bounds[part-1]))
 				}
+				n := 0
 				for ; k != nil; k, val = c.Next() {
+					v.walked(&n)
 					if part < len(bounds) && string(k) >= bounds[part] {
 						return nil
 					}
@@ -358,4 +362,49 @@ func (s *Store) ForEachCurrentSplit(bounds []string, fn func(part int, addr stri
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// dropEvery is how many records a reader walking a bucket reads between
+// two dropPages.
+const dropEvery = 1 << 14
+
+// walked counts the records a walk has read and drops the map's pages
+// every dropEvery of them.
+func (v *View) walked(n *int) {
+	if *n++; *n%dropEvery == 0 && v.tx != nil {
+		dropPages(v.tx)
+	}
+}
+
+// ForEachRun calls fn with every run, oldest first, without its attempt
+// ids (see CountRunAttempts).
+func (v *View) ForEachRun(fn func(r *Run) error) error {
+	b := v.bucket(bucketRuns)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, val []byte) error {
+		r := new(Run)
+		if err := json.Unmarshal(val, r); err != nil {
+			return fmt.Errorf("run %q: %w", k, err)
+		}
+		return fn(r)
+	})
+}
+
+// CountRunAttempts is how many attempts a run recorded, counted without
+// listing them.
+func (v *View) CountRunAttempts(id string) int {
+	b := v.bucket(bucketRunAttempts)
+	if b == nil {
+		return 0
+	}
+	p := []byte(id + keySep)
+	c := b.Cursor()
+	n, walked := 0, 0
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		n++
+		v.walked(&walked)
+	}
+	return n
 }

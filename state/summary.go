@@ -195,7 +195,9 @@ func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error
 	p := []byte(prefix)
 	c := b.Cursor()
 	var lookup summaryLookup
+	n := 0
 	for k, val := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+		v.walked(&n)
 		id, err := currentAttemptID(val)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", index.bucket(), k, err)
@@ -215,9 +217,17 @@ func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error
 // in creation order.
 func (v *View) ForEachRunSummary(runID string, fn func(Summary) error) error {
 	summaries := v.bucket(bucketSummaries)
+	ra := v.bucket(bucketRunAttempts)
+	if ra == nil {
+		return nil
+	}
 	var lookup summaryLookup
-	for _, id := range v.prefixIDs(bucketRunAttempts, runID) {
-		s, err := lookup.get(summaries, []byte(id))
+	p := []byte(runID + keySep)
+	c := ra.Cursor()
+	n := 0
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		v.walked(&n)
+		s, err := lookup.get(summaries, k[len(p):])
 		if err != nil {
 			return err
 		}

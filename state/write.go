@@ -143,12 +143,45 @@ func (s *Store) AddAttempt(a *Attempt) error { return s.AddAttempts([]*Attempt{a
 
 // AddAttempts records many attempts in one transaction: all or none. For
 // bulk loads (imports, benchmarks); the executor adds one at a time.
-func (s *Store) AddAttempts(as []*Attempt) error {
-	prep, err := prepareAttempts(as)
-	if err != nil {
-		return err
+func (s *Store) AddAttempts(as []*Attempt) error { return s.Write(AddAttempts(as...)) }
+
+// A Write is one change of the state, made by Store.Write alone or with
+// others in one transaction. The executor queues an attempt's writes and
+// hands over all that are waiting at once: one commit, and one fsync, for
+// what would otherwise be one each.
+type Write struct {
+	fn  func(tx *bolt.Tx) error
+	err error // the write is refused before any transaction
+}
+
+// Write makes the writes in one transaction, in order: all of them or,
+// when one fails, none (its error is returned).
+func (s *Store) Write(ws ...Write) error {
+	for _, w := range ws {
+		if w.err != nil {
+			return w.err
+		}
+	}
+	if len(ws) == 1 {
+		return s.update(ws[0].fn)
 	}
 	return s.update(func(tx *bolt.Tx) error {
+		for _, w := range ws {
+			if err := w.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AddAttempts is the write that records new attempts (Store.AddAttempt).
+func AddAttempts(as ...*Attempt) Write {
+	prep, err := prepareAttempts(as)
+	if err != nil {
+		return Write{err: err}
+	}
+	return Write{fn: func(tx *bolt.Tx) error {
 		for _, p := range prep {
 			if tx.Bucket(bucketAttempts).Get([]byte(p.a.ID)) != nil {
 				return fmt.Errorf("attempt %s is already recorded: attempts are never overwritten", p.a.ID)
@@ -158,7 +191,7 @@ func (s *Store) AddAttempts(as []*Attempt) error {
 			}
 		}
 		return nil
-	})
+	}}
 }
 
 // preparedAttempt is an attempt checked and encoded outside the write
@@ -272,13 +305,18 @@ func now() time.Time { return time.Now().UTC() }
 // Transition records an attempt's next status. A zero t.At is now. An
 // attempt that has ended takes no more transitions.
 func (s *Store) Transition(attemptID string, t Transition) error {
+	return s.Write(TransitionWrite(attemptID, t))
+}
+
+// TransitionWrite is the write of Store.Transition.
+func TransitionWrite(attemptID string, t Transition) Write {
 	if t.At.IsZero() {
 		t.At = now()
 	}
 	if t.Status == "" {
-		return fmt.Errorf("attempt %s: transition without a status", attemptID)
+		return Write{err: fmt.Errorf("attempt %s: transition without a status", attemptID)}
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return Write{fn: func(tx *bolt.Tx) error {
 		return changeAttempt(tx, attemptID, func(a *Attempt) error {
 			if st := a.Status(); st.Terminal() {
 				return fmt.Errorf("attempt %s has ended (%s): no transition to %s", attemptID, st, t.Status)
@@ -286,15 +324,20 @@ func (s *Store) Transition(attemptID string, t Transition) error {
 			a.Transitions = append(a.Transitions, t)
 			return nil
 		})
-	})
+	}}
 }
 
 // Finish records how an attempt ended: its final status (finished, errored
 // or interrupted) and its outcome. The outcome's FinishedAt, when set, is
 // the time of the final transition.
 func (s *Store) Finish(attemptID string, final Status, o *Outcome) error {
+	return s.Write(FinishWrite(attemptID, final, o))
+}
+
+// FinishWrite is the write of Store.Finish.
+func FinishWrite(attemptID string, final Status, o *Outcome) Write {
 	if !final.Terminal() {
-		return fmt.Errorf("attempt %s: %q is not a final status", attemptID, final)
+		return Write{err: fmt.Errorf("attempt %s: %q is not a final status", attemptID, final)}
 	}
 	var out Outcome
 	if o != nil {
@@ -313,7 +356,7 @@ func (s *Store) Finish(attemptID string, final Status, o *Outcome) error {
 		t.At = now()
 		out.FinishedAt = t.At
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return Write{fn: func(tx *bolt.Tx) error {
 		return changeAttempt(tx, attemptID, func(a *Attempt) error {
 			if st := a.Status(); st.Terminal() {
 				return fmt.Errorf("attempt %s has ended (%s) already", attemptID, st)
@@ -326,7 +369,7 @@ func (s *Store) Finish(attemptID string, final Status, o *Outcome) error {
 			a.Outcome = &o
 			return nil
 		})
-	})
+	}}
 }
 
 func firstLine(s string) string {

@@ -30,15 +30,29 @@ func (c *RunsCmd) Run(g *Globals) error {
 		return err
 	}
 	defer store.Close()
-	runs, err := store.Runs()
-	if err != nil {
-		return err
-	}
 	if c.JSON {
+		runs, err := store.Runs()
+		if err != nil {
+			return err
+		}
 		if runs == nil {
 			runs = []*state.Run{}
 		}
 		return writeJSON(g.Stdout, map[string]any{"runs": runs})
+	}
+	// The table needs only how many attempts each run has: counted, not
+	// listed (a run of a million attempts).
+	var runs []*state.Run
+	counts := map[string]int{}
+	err = store.View(func(v *state.View) error {
+		return v.ForEachRun(func(r *state.Run) error {
+			runs = append(runs, r)
+			counts[r.ID] = v.CountRunAttempts(r.ID)
+			return nil
+		})
+	})
+	if err != nil {
+		return err
 	}
 	if len(runs) == 0 {
 		fmt.Fprintln(g.Stdout, "No runs recorded yet. Run hemra apply.")
@@ -52,7 +66,7 @@ func (c *RunsCmd) Run(g *Globals) error {
 			d = roundDuration(r.FinishedAt.Sub(r.StartedAt)).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\n", r.ID, r.StartedAt.Local().Format(time.DateTime), d, r.Status,
-			len(r.Attempts), r.Planned, r.Host, r.PID)
+			counts[r.ID], r.Planned, r.Host, r.PID)
 	}
 	return tw.Flush()
 }

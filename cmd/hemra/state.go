@@ -9,6 +9,8 @@ package main
 //   - times are shown in local time with their zone; -json has RFC 3339.
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/state"
@@ -67,33 +70,102 @@ func (c *StateListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	var list []stateListEntry
-	add := func(addr string, cur state.Current) error {
-		if c.Glob == "" || planner.MatchAddress(c.Glob, addr) {
-			list = append(list, stateListEntry{Address: addr, AttemptID: cur.AttemptID, Status: cur.Status, Class: cur.Class})
-		}
-		return nil
-	}
-	// Declared addresses and imported ones (import/<job>/...), in one read.
+	// The list is written as it is read, in two passes of one read
+	// transaction (the first measures the columns), so a state of a
+	// million addresses is listed in the memory of a few: declared
+	// addresses from the store's index, in byte order, and the imported
+	// ones (import/<job>/..., few) merged in where they sort.
+	w := bufio.NewWriterSize(g.Stdout, 64<<10)
+	var n, addrWidth, statusWidth int
+	plain := true // no character the tab-aligned columns would treat specially
 	err = store.View(func(v *state.View) error {
-		if err := v.ForEachCurrent(add); err != nil {
+		var imported []stateListEntry
+		err := v.ForEachImported(func(addr string, cur state.Current) error {
+			if c.Glob == "" || planner.MatchAddress(c.Glob, addr) {
+				imported = append(imported, stateListEntry{Address: addr, AttemptID: cur.AttemptID, Status: cur.Status, Class: cur.Class})
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		return v.ForEachImported(add)
+		each := func(fn func(e *stateListEntry) error) error {
+			next := 0
+			err := v.ForEachCurrent(func(addr string, cur state.Current) error {
+				if c.Glob != "" && !planner.MatchAddress(c.Glob, addr) {
+					return nil
+				}
+				for ; next < len(imported) && imported[next].Address < addr; next++ {
+					if err := fn(&imported[next]); err != nil {
+						return err
+					}
+				}
+				return fn(&stateListEntry{Address: addr, AttemptID: cur.AttemptID, Status: cur.Status, Class: cur.Class})
+			})
+			for ; err == nil && next < len(imported); next++ {
+				err = fn(&imported[next])
+			}
+			return err
+		}
+		if c.JSON {
+			return each(func(e *stateListEntry) error {
+				if n == 0 {
+					w.WriteString("{\n  \"attempts\": [\n    ")
+				} else {
+					w.WriteString(",\n    ")
+				}
+				n++
+				data, err := json.MarshalIndent(e, "    ", "  ")
+				w.Write(data)
+				return err
+			})
+		}
+		err = each(func(e *stateListEntry) error {
+			n++
+			addrWidth = max(addrWidth, utf8.RuneCountInString(e.Address))
+			statusWidth = max(statusWidth, utf8.RuneCountInString(string(e.Status)))
+			plain = plain && !strings.ContainsAny(e.Address+string(e.Status)+string(e.Class), "\t\n\v\f\r\xff")
+			return nil
+		})
+		if err != nil || n == 0 {
+			return err
+		}
+		if !plain {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			err := each(func(e *stateListEntry) error {
+				_, err := fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Address, e.Status, classOrDash(e.Class))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			return tw.Flush()
+		}
+		// As text/tabwriter aligns them: each column as wide as its
+		// widest cell, then 2 spaces.
+		pad := strings.Repeat(" ", addrWidth+statusWidth+4)
+		return each(func(e *stateListEntry) error {
+			w.WriteString(e.Address)
+			w.WriteString(pad[:addrWidth+2-utf8.RuneCountInString(e.Address)])
+			w.WriteString(string(e.Status))
+			w.WriteString(pad[:statusWidth+2-utf8.RuneCountInString(string(e.Status))])
+			w.WriteString(classOrDash(e.Class))
+			return w.WriteByte('\n')
+		})
 	})
 	if err != nil {
 		return err
 	}
-	// The store keeps addresses in byte order; sort again in case that ever
-	// differs from string order.
-	sort.Slice(list, func(i, j int) bool { return list[i].Address < list[j].Address })
 	if c.JSON {
-		if list == nil {
-			list = []stateListEntry{}
+		if n == 0 {
+			w.WriteString("{\n  \"attempts\": [],\n")
+		} else {
+			w.WriteString("\n  ],\n")
 		}
-		return writeJSON(g.Stdout, map[string]any{"format_version": stateJSONVersion, "attempts": list})
+		fmt.Fprintf(w, "  \"format_version\": %d\n}\n", stateJSONVersion)
+		return w.Flush()
 	}
-	if len(list) == 0 {
+	if n == 0 {
 		if c.Glob != "" {
 			fmt.Fprintf(g.Stderr, "No address in the state matches %q.\n", c.Glob)
 		} else {
@@ -101,15 +173,14 @@ func (c *StateListCmd) Run(g *Globals) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(g.Stdout, 0, 0, 2, ' ', 0)
-	for _, e := range list {
-		class := string(e.Class)
-		if class == "" {
-			class = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Address, e.Status, class)
+	return w.Flush()
+}
+
+func classOrDash(c state.Class) string {
+	if c == "" {
+		return "-"
 	}
-	return tw.Flush()
+	return string(c)
 }
 
 // StateShowCmd is `hemra state show`.

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package state
+
+import bolt "go.etcd.io/bbolt"
+
+func dropPages(*bolt.Tx) {}
