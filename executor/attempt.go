@@ -36,6 +36,10 @@ type attemptRun struct {
 	log *eventLog
 	out *state.Outcome
 	ws  string // host workspace: <store>/work/<id>
+	// manifest is the plan's manifest of the attempt (built for it when
+	// the plan keeps none: planner.PlannedAttempt.NewManifest); nil for a
+	// plan without one.
+	manifest *state.Manifest
 
 	agentTimedOut bool
 	agentOutput   json.RawMessage // the harness's final output (JSONL compare)
@@ -64,7 +68,7 @@ func infraErr(format string, a ...any) *stageError {
 // its outcome is durable.
 func (e *executor) attempt(ctx context.Context, j *job) {
 	started := time.Now()
-	a := &attemptRun{e: e, j: j, id: state.NewID(), out: &state.Outcome{StartedAt: started.UTC()}}
+	a := &attemptRun{e: e, j: j, id: state.NewID(), out: &state.Outcome{StartedAt: started.UTC()}, manifest: j.pa.NewManifest()}
 	a.rec = e.newRecorder()
 	rep := AttemptReport{
 		Address: j.pa.Address, AttemptID: a.id, Eval: j.pa.Eval, Harness: j.pa.Harness, Task: j.pa.Task, Action: j.pa.Action,
@@ -150,8 +154,8 @@ func (a *attemptRun) releaseSuperseded(ctx context.Context, kept string) {
 func (a *attemptRun) record() error {
 	j, st := a.j, a.e.store
 	m := state.Manifest{}
-	if j.pa.Manifest != nil {
-		m = *j.pa.Manifest
+	if a.manifest != nil {
+		m = *a.manifest
 	}
 	if j.pa.ReusesAgent() {
 		m.ReusedAgentFrom = j.pa.PriorAttemptID

@@ -346,7 +346,7 @@ func (e *executor) resolve(pa *planner.PlannedAttempt, tasks map[string]map[stri
 		}
 	}
 
-	settings, err := settingsFor(pa, harness, task)
+	settings, err := settingsFor(pa.NewManifest(), harness, task)
 	if err != nil {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,

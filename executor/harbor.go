@@ -70,7 +70,7 @@ type stepResult struct {
 // trialSteps lists the attempt's steps with the verifier modes the plan
 // recorded (hemra's snapshot mode for a manifest that records none).
 func (a *attemptRun) trialSteps() ([]trialStep, error) {
-	t, m := a.j.task, a.j.pa.Manifest
+	t, m := a.j.task, a.manifest
 	mode := func(rec string) string {
 		if rec == "" {
 			return planner.VerifierSnapshot
@@ -131,8 +131,7 @@ type trial struct {
 
 // harborStages runs a Harbor task's agent and verify stages.
 func (a *attemptRun) harborStages(ctx context.Context) error {
-	j := a.j
-	if m := j.pa.Manifest; m != nil && m.TaskProblem != "" {
+	if m := a.manifest; m != nil && m.TaskProblem != "" {
 		a.log.note("task", "agent", m.TaskProblem)
 		return &stageError{state.ClassTaskError, m.TaskProblem}
 	}

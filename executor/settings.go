@@ -9,8 +9,8 @@ import (
 
 	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/dataset"
-	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/sandbox"
+	"github.com/hemra-dev/hemra/state"
 )
 
 // settingsFor are the sandbox settings an attempt runs with: the ones plan
@@ -18,11 +18,11 @@ import (
 // with host paths (mount sources) taken from the configuration, since a
 // manifest never holds them. Without recorded settings they are built from
 // the harness's sandbox block.
-func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task) (sandbox.Settings, error) {
+func settingsFor(m *state.Manifest, h *config.Harness, t *dataset.Task) (sandbox.Settings, error) {
 	var s sandbox.Settings
-	recorded := pa.Manifest != nil && len(pa.Manifest.Sandbox.Settings) > 0
+	recorded := m != nil && len(m.Sandbox.Settings) > 0
 	if recorded {
-		if err := json.Unmarshal(pa.Manifest.Sandbox.Settings, &s); err != nil {
+		if err := json.Unmarshal(m.Sandbox.Settings, &s); err != nil {
 			return s, fmt.Errorf("sandbox settings: %v", err)
 		}
 	}
@@ -34,8 +34,8 @@ func settingsFor(pa *planner.PlannedAttempt, h *config.Harness, t *dataset.Task)
 		}
 	}
 	if s.Kind == "" {
-		if pa.Manifest != nil && pa.Manifest.Sandbox.Kind != "" {
-			s.Kind = pa.Manifest.Sandbox.Kind
+		if m != nil && m.Sandbox.Kind != "" {
+			s.Kind = m.Sandbox.Kind
 		} else if sb != nil && sb.Kind != "" {
 			s.Kind = sb.Kind
 		} else {

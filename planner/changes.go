@@ -183,11 +183,12 @@ func SourceFile(cfg *config.Config, evalName, harnessName, taskName, inputPath s
 // from SHA-256 (hex) to the file on disk. Only files that still hold that
 // content and are valid UTF-8 are listed.
 func TextBlobs(cfg *config.Config, pa *PlannedAttempt) map[string]string {
-	if pa.Manifest == nil {
+	m := pa.NewManifest()
+	if m == nil {
 		return nil
 	}
 	out := map[string]string{}
-	for _, in := range pa.Manifest.Inputs {
+	for _, in := range m.Inputs {
 		if in.Blob == "" {
 			continue
 		}

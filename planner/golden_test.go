@@ -57,6 +57,22 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// The goldens again with every plan keeping no manifest (as plans of
+// more than 4,096 attempts to run do): the same output, byte for byte.
+func TestGoldenWithoutKeptManifests(t *testing.T) {
+	defer planner.SetLazyMin(1)()
+	cases, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if _, err := os.Stat(filepath.Join("testdata", c.Name(), "case.txtar")); err != nil || strings.HasPrefix(c.Name(), "_") {
+			continue
+		}
+		t.Run(c.Name(), func(t *testing.T) { runGolden(t, filepath.Join("testdata", c.Name())) })
+	}
+}
+
 type goldenCase struct {
 	dir      string
 	archive  *txtar.Archive
@@ -319,14 +335,15 @@ func applyAsFinished(t testing.TB, cfg *config.Config, p *planner.Plan) *planner
 	}
 	n := 0
 	for _, pa := range p.Attempts {
-		if pa.Manifest == nil {
+		m := pa.NewManifest()
+		if m == nil {
 			continue
 		}
 		n++
 		id := fmt.Sprintf("att%04d", n)
 		reward := 1.0
 		prior.Attempts[id] = &state.Attempt{
-			ID: id, Address: pa.Address, RunID: "run1", Manifest: *pa.Manifest,
+			ID: id, Address: pa.Address, RunID: "run1", Manifest: *m,
 			Transitions: []state.Transition{
 				{Status: state.StatusPending, At: epoch},
 				{Status: state.StatusAgent, At: epoch},
@@ -337,9 +354,9 @@ func applyAsFinished(t testing.TB, cfg *config.Config, p *planner.Plan) *planner
 		}
 		prior.Currents[pa.Address] = state.Current{
 			AttemptID:         id,
-			AgentFingerprint:  pa.Manifest.AgentFingerprint,
-			VerifyFingerprint: pa.Manifest.VerifyFingerprint,
-			JudgeFingerprint:  pa.Manifest.JudgeFingerprint,
+			AgentFingerprint:  m.AgentFingerprint,
+			VerifyFingerprint: m.VerifyFingerprint,
+			JudgeFingerprint:  m.JudgeFingerprint,
 			Status:            state.StatusFinished,
 			Class:             state.ClassPassed,
 			SnapshotKept:      true,

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -141,9 +140,8 @@ func (p *planner) isolation(decl []*declared) []*Isolation {
 	byKey := map[key]*acc{}
 	var order []key
 	for _, d := range decl {
-		m := d.pa.Manifest
-		if m == nil {
-			continue
+		if d.iso == nil {
+			continue // not run
 		}
 		s := sandbox.ForTask(d.hi.settings, d.task)
 		k := key{d.hi, d.eval, s.Network}
@@ -158,7 +156,7 @@ func (p *planner) isolation(decl []*declared) []*Isolation {
 		widen(&iso.Memory, float64(s.Memory), iso.Attempts)
 		widen(&iso.CPUs, s.CPUs, iso.Attempts)
 		widen(&iso.Pids, float64(s.Pids), iso.Attempts)
-		for _, l := range m.Sandbox.Loosenings {
+		for _, l := range d.iso.loosenings {
 			if !a.loose[l] {
 				a.loose[l] = true
 				iso.Loosenings = append(iso.Loosenings, l)
@@ -230,22 +228,12 @@ func (p *planner) isolationOf(d *declared, s sandbox.Settings) *Isolation {
 		}
 	}
 	// What the manifest records beyond the settings above, read from its
-	// JSON so that a setting a provider adds shows as soon as it is
-	// recorded.
-	if m := d.pa.Manifest; m != nil {
-		var extra struct {
-			TaskDefaults string `json:"task_defaults"`
-		}
-		if json.Unmarshal(m.Sandbox.Settings, &extra) == nil {
-			iso.TaskDefaults = extra.TaskDefaults
-		}
-		for _, in := range m.Inputs {
-			if in.Path == "verifier.mode" {
-				var mode string
-				if json.Unmarshal([]byte(in.Value), &mode) == nil {
-					iso.VerifierMode = mode
-				}
-			}
+	// JSON (isoNoteOf) so that a setting a provider adds shows as soon as
+	// it is recorded.
+	if n := d.iso; n != nil {
+		iso.TaskDefaults = n.taskDefaults
+		if n.verifierMode != "" {
+			iso.VerifierMode = n.verifierMode
 		}
 	}
 	return iso

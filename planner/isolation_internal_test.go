@@ -30,6 +30,7 @@ func TestIsolationReadsWhatTheManifestRecords(t *testing.T) {
 		if mode != "" {
 			d.pa.Manifest.Inputs = []state.Input{{Stage: StageVerify, Path: "verifier.mode", Value: `"` + mode + `"`}}
 		}
+		d.iso = isoNoteOf(d.pa.Manifest) // as finish notes it
 		return d
 	}
 	harbor := `{"kind":"docker","network":"none","task_defaults":"harbor"}`

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/hemra-dev/hemra/sandbox"
@@ -196,6 +197,55 @@ type PlannedAttempt struct {
 	// infrastructure error runs the judges only, reusing the agent's and
 	// the verifier's outcomes.
 	RetryJudges bool `json:"retry_judges,omitempty"`
+
+	// build makes the manifest of a plan too big to hold every manifest
+	// (see NewManifest); Manifest is nil then, and kind its sandbox kind.
+	build func() *state.Manifest
+	kind  string
+}
+
+// SandboxKind is the kind of sandbox the attempt will run in (its
+// manifest's), "" for an attempt that does not run; it builds no
+// manifest.
+func (pa *PlannedAttempt) SandboxKind() string {
+	if pa.Manifest != nil {
+		return pa.Manifest.Sandbox.Kind
+	}
+	return pa.kind
+}
+
+// NewManifest is the manifest the new attempt will be recorded with:
+// Manifest, or, in a plan of many attempts to run, where the planner does
+// not keep every manifest (a million of them would take gigabytes), one
+// built now from the plan's inputs (the same value each time, a new copy
+// each call). Nil for attempts that do not run. Read the manifest through
+// it, never through the field.
+func (pa *PlannedAttempt) NewManifest() *state.Manifest {
+	if pa.Manifest == nil && pa.build != nil {
+		return pa.build()
+	}
+	return pa.Manifest
+}
+
+// MarshalJSON writes the attempt with its manifest, built if need be: the
+// JSON of a plan is the same whether its manifests were kept or not.
+func (pa *PlannedAttempt) MarshalJSON() ([]byte, error) {
+	type plain PlannedAttempt
+	v := (*plain)(pa)
+	if pa.Manifest == nil && pa.build != nil {
+		c := *v
+		c.Manifest = pa.build()
+		v = &c
+	}
+	// HTML characters unescaped: the encoder this is written into
+	// escapes them, or not, as it does for every other value.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // ReusesAgent reports whether apply reuses the prior attempt's agent

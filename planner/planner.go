@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
@@ -83,7 +84,10 @@ type planner struct {
 	diagMu sync.Mutex
 
 	keepInputs bool
-	taskNames  map[*config.Dataset]map[string]bool
+	// lazy: the plan keeps no manifest (lazyMin); task inputs are built
+	// for each manifest, never cached.
+	lazy      bool
+	taskNames map[*config.Dataset]map[string]bool
 
 	// taskWarned: the tasks and messages taskWarning reported.
 	taskWarned sync.Map
@@ -142,6 +146,7 @@ type declared struct {
 
 	needsManifest bool // apply will run it
 	changed       bool // a fingerprint differs from the state's: explain
+	iso           *isoNote
 }
 
 func newPlanner(cfg *config.Config, prior Prior, opts Options) *planner {
@@ -197,9 +202,10 @@ func (p *planner) plan() (*Plan, hcl.Diagnostics) {
 		return nil, p.diags
 	}
 
-	// An empty state: every attempt runs, so expand keeps task inputs.
-	p.keepInputs = meta.Lineage == "" && meta.Serial == 0
+	// An empty state: every attempt runs, so expand keeps task inputs,
+	// unless there are too many to keep (lazyMin).
 	evals := sortedEvals(p.cfg)
+	p.keepInputs = meta.Lineage == "" && meta.Serial == 0 && declaredCount(evals) < lazyMin
 	p.checkCapabilities(evals)
 	if p.diags.HasErrors() {
 		return nil, p.diags
@@ -381,6 +387,17 @@ func (p *planner) merge(byAddress []*declared) ([]*PlannedAttempt, []error, erro
 		errs = append(errs, m.errs...)
 	}
 	return orphans, errs, err
+}
+
+// declaredCount is how many attempts the evals declare.
+func declaredCount(evals []*config.Eval) int {
+	n := 0
+	for _, e := range evals {
+		if e.Dataset != nil {
+			n += len(e.Dataset.Tasks) * len(e.Harnesses) * e.Attempts
+		}
+	}
+	return n
 }
 
 func (s *Summary) add(a Action) {
@@ -661,9 +678,15 @@ func (p *planner) judgesReadSnapshot(d *declared) bool {
 	return d.task.Kind != "jsonl" && p.judgeGroup(d.eval).readsAgentFS
 }
 
-// finish builds the manifests of the attempts that will run (in
-// parallel: a cold plan builds 100,000) and then explains each changed
-// one against its prior manifest.
+// lazyMin is the number of attempts to run from which a plan keeps no
+// manifest (PlannedAttempt.NewManifest builds it when asked): a manifest
+// takes some 3 KB, a million of them gigabytes.
+var lazyMin = 4096
+
+// finish builds the manifest of each attempt that will run, notes what the
+// isolation summary needs of it, and explains each changed one against its
+// prior manifest. Below lazyMin the manifests are kept in the plan; from
+// it each is built, used and dropped, and built again when asked.
 func (p *planner) finish(decl []*declared) []error {
 	var pending []*declared
 	for _, d := range decl {
@@ -671,25 +694,19 @@ func (p *planner) finish(decl []*declared) []error {
 			pending = append(pending, d)
 		}
 	}
-	parallel(len(pending), func(i int) {
-		d := pending[i]
-		reused := ""
-		if d.pa.ReusesAgent() {
-			reused = d.pa.PriorAttemptID
-		}
-		d.pa.Manifest = p.manifest(d, reused)
-	})
-	var changed []*declared
-	for _, d := range pending {
-		if d.changed {
-			changed = append(changed, d)
-		}
+	lazy := len(pending) >= lazyMin
+	p.lazy = lazy
+	if lazy {
+		// Task by task, so each chunk builds a task's inputs once for
+		// all its harnesses and lets go of them.
+		pending = slices.Clone(pending)
+		slices.SortStableFunc(pending, func(a, b *declared) int {
+			if c := strings.Compare(a.eval.Name, b.eval.Name); c != 0 {
+				return c
+			}
+			return strings.Compare(a.task.Name, b.task.Name)
+		})
 	}
-	// Prior manifests are read a chunk at a time, in one read transaction
-	// per chunk when the prior offers it (a store opens its file per call
-	// otherwise), and explained outside it; chunks go to one worker per
-	// CPU, as decoding 20,000 manifests is most of a big re-run's plan.
-	const chunk = 256
 	var (
 		errMu sync.Mutex
 		errs  []error
@@ -699,33 +716,58 @@ func (p *planner) finish(decl []*declared) []error {
 		errs = append(errs, err)
 		errMu.Unlock()
 	}
-	parallel((len(changed)+chunk-1)/chunk, func(c int) {
-		part := changed[c*chunk : min((c+1)*chunk, len(changed))]
+	// Prior manifests are read a chunk at a time, in one read transaction
+	// per chunk when the prior offers it (a store opens its file per call
+	// otherwise), and explained outside it; chunks go to one worker per
+	// CPU.
+	const chunk = 256
+	parallel((len(pending)+chunk-1)/chunk, func(c int) {
+		part := pending[c*chunk : min((c+1)*chunk, len(pending))]
+		ms := make([]*state.Manifest, len(part))
+		var full map[taskKey]*taskInfo
+		if lazy {
+			full = map[taskKey]*taskInfo{}
+		}
+		for i, d := range part {
+			ms[i] = p.manifestOf(d, full)
+			d.iso = isoNoteOf(ms[i])
+			if lazy {
+				d.pa.build = func() *state.Manifest { return p.manifestOf(d, nil) }
+				d.pa.kind = ms[i].Sandbox.Kind
+			} else {
+				d.pa.Manifest = ms[i]
+			}
+		}
 		olds := make([]*priorSide, len(part))
+		read := func(read func(i int, d *declared) (*priorSide, error)) {
+			for i, d := range part {
+				if !d.changed {
+					continue
+				}
+				old, err := read(i, d)
+				if err != nil {
+					fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
+					continue
+				}
+				olds[i] = old
+			}
+		}
 		if v, ok := p.prior.(viewer); ok {
 			err := v.View(func(view *state.View) error {
-				for i, d := range part {
-					old, err := priorOf(view, &d.pa)
-					if err != nil {
-						fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
-						continue
-					}
-					olds[i] = old
-				}
+				read(func(i int, d *declared) (*priorSide, error) { return priorOf(view, &d.pa, ms[i]) })
 				return nil
 			})
 			if err != nil {
 				fail(err)
 			}
 		} else {
-			for i, d := range part {
+			read(func(i int, d *declared) (*priorSide, error) {
 				old, err := p.prior.Attempt(d.pa.PriorAttemptID)
 				if err != nil {
-					fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
-					continue
+					return nil, err
 				}
-				olds[i] = &priorSide{old: old.Manifest.Inputs, new: d.pa.Manifest.Inputs, sandbox: old.Manifest.Sandbox}
-			}
+				return &priorSide{old: old.Manifest.Inputs, new: ms[i].Inputs, sandbox: old.Manifest.Sandbox}, nil
+			})
 		}
 		for i, d := range part {
 			if olds[i] == nil {
@@ -740,12 +782,65 @@ func (p *planner) finish(decl []*declared) []error {
 				stages = map[string]bool{StageJudge: true}
 			}
 			pa.Changes = p.changes(d, olds[i].old, olds[i].new, stages)
-			pa.IsolationChange = isolationChange(pa.Changes, olds[i].sandbox, pa.Manifest.Sandbox)
+			pa.IsolationChange = isolationChange(pa.Changes, olds[i].sandbox, ms[i].Sandbox)
 		}
 	})
 	// Report in address order, whatever the scheduling.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
+}
+
+// manifestOf builds the manifest of a declared attempt that will run.
+// full, when given, holds the task inputs built so far for its caller
+// (and gets this task's); without it they come from the planner's cache.
+func (p *planner) manifestOf(d *declared, full map[taskKey]*taskInfo) *state.Manifest {
+	reused := ""
+	if d.pa.ReusesAgent() {
+		reused = d.pa.PriorAttemptID
+	}
+	var ti *taskInfo
+	if full != nil {
+		key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
+		if ti = full[key]; ti == nil {
+			ti = p.taskVariant(taskBaseOf(d.task), d.task, key, d.eval, false, nil)
+			full[key] = ti
+		}
+	} else if p.lazy {
+		key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
+		ti = p.taskVariant(taskBaseOf(d.task), d.task, key, d.eval, false, nil)
+	}
+	return p.manifest(d, reused, ti)
+}
+
+// isoNote is what the isolation summary needs of a manifest.
+type isoNote struct {
+	loosenings   []string
+	taskDefaults string
+	verifierMode string
+}
+
+func isoNoteOf(m *state.Manifest) *isoNote {
+	n := &isoNote{loosenings: m.Sandbox.Loosenings}
+	var extra struct {
+		TaskDefaults string `json:"task_defaults"`
+	}
+	if json.Unmarshal(m.Sandbox.Settings, &extra) == nil {
+		n.taskDefaults = extra.TaskDefaults
+	}
+	for _, in := range m.Inputs {
+		if in.Path == "verifier.mode" {
+			var mode string
+			if json.Unmarshal([]byte(in.Value), &mode) == nil {
+				n.verifierMode = mode
+			}
+		}
+	}
+	return n
+}
+
+// viewer is implemented by *state.Store: many reads in one transaction.
+type viewer interface {
+	View(fn func(v *state.View) error) error
 }
 
 // priorSide is what explaining a change needs of the prior attempt: its
@@ -760,7 +855,7 @@ type priorSide struct {
 // record that references its manifest's groups (state format 3) is read
 // without the groups the new manifest has too, content for content: only
 // the groups that differ are decoded, each once per view.
-func priorOf(view *state.View, pa *PlannedAttempt) (*priorSide, error) {
+func priorOf(view *state.View, pa *PlannedAttempt, m *state.Manifest) (*priorSide, error) {
 	rg, whole, err := view.RecordGroups(pa.PriorAttemptID)
 	if err != nil {
 		return nil, err
@@ -770,9 +865,9 @@ func priorOf(view *state.View, pa *PlannedAttempt) (*priorSide, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &priorSide{old: old.Manifest.Inputs, new: pa.Manifest.Inputs, sandbox: old.Manifest.Sandbox}, nil
+		return &priorSide{old: old.Manifest.Inputs, new: m.Inputs, sandbox: old.Manifest.Sandbox}, nil
 	}
-	groups := state.InputGroupIDs(pa.Manifest.Inputs)
+	groups := state.InputGroupIDs(m.Inputs)
 	side := &priorSide{old: append([]state.Input(nil), rg.Inline...)}
 	for _, id := range rg.InputGroups {
 		if slices.ContainsFunc(groups, func(g state.GroupRef) bool { return g.ID == id }) {
@@ -785,7 +880,7 @@ func priorOf(view *state.View, pa *PlannedAttempt) (*priorSide, error) {
 		side.old = append(side.old, in...)
 	}
 	// The new inputs outside the groups the prior attempt has too.
-	for _, in := range pa.Manifest.Inputs {
+	for _, in := range m.Inputs {
 		kind := state.InputKind(in)
 		if kind != "" {
 			i := slices.IndexFunc(groups, func(g state.GroupRef) bool { return g.Stage == in.Stage && g.Kind == kind })
@@ -801,10 +896,6 @@ func priorOf(view *state.View, pa *PlannedAttempt) (*priorSide, error) {
 	return side, nil
 }
 
-// viewer is implemented by *state.Store: many reads in one transaction.
-type viewer interface {
-	View(fn func(v *state.View) error) error
-}
 
 // orphan plans an attempt recorded in state that the config no longer
 // declares, naming what left the config.
@@ -917,11 +1008,13 @@ func sortAttempts(as []*PlannedAttempt) {
 }
 
 // manifest builds the manifest the attempt will be recorded with.
-func (p *planner) manifest(d *declared, reusedFrom string) *state.Manifest {
+func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *state.Manifest {
 	ag := p.attemptGroup(d.rep, p.opts.ExecutionSemanticsVersion)
 	vg := p.verifierGroup(d.eval)
 	jg := p.judgeGroup(d.eval)
-	full := p.taskInputs(d)
+	if full == nil {
+		full = p.taskInputs(d)
+	}
 	chainV := &group{inputs: []state.Input{{Stage: StageVerify, Path: chainAgent, Value: d.fp[0].String()}}}
 	chainJ := &group{inputs: []state.Input{{Stage: StageJudge, Path: chainVerify, Value: d.fp[1].String()}}}
 	groups := []*group{

@@ -302,8 +302,8 @@ func providersFor(g *Globals, plan *planner.Plan, cfg *config.Config) (map[strin
 			continue
 		}
 		kind := config.KindDocker
-		if pa.Manifest != nil && pa.Manifest.Sandbox.Kind != "" {
-			kind = pa.Manifest.Sandbox.Kind
+		if k := pa.SandboxKind(); k != "" {
+			kind = k
 		} else if h := cfg.Harnesses[pa.Harness]; h != nil && h.Sandbox != nil && h.Sandbox.Kind != "" {
 			kind = h.Sandbox.Kind
 		}

@@ -223,10 +223,11 @@ func writeBlobs(store *state.Store, cfg *config.Config, p *planner.Plan) error {
 	seen := map[string]bool{}
 	var blobs []blob
 	for _, pa := range p.Attempts {
-		if pa.Manifest == nil {
+		m := pa.NewManifest()
+		if m == nil {
 			continue
 		}
-		for _, in := range pa.Manifest.Inputs {
+		for _, in := range m.Inputs {
 			if in.Blob == "" || seen[in.Blob] {
 				continue
 			}
@@ -263,12 +264,12 @@ func writeBlobs(store *state.Store, cfg *config.Config, p *planner.Plan) error {
 	return errors.Join(errs...)
 }
 
-func finishedAttempt(pa *planner.PlannedAttempt, at time.Time) *state.Attempt {
+func finishedAttempt(pa *planner.PlannedAttempt, m *state.Manifest, at time.Time) *state.Attempt {
 	reward := 1.0
 	return &state.Attempt{
 		Address:  pa.Address,
 		RunID:    RunID,
-		Manifest: *pa.Manifest,
+		Manifest: *m,
 		Transitions: []state.Transition{
 			{Status: state.StatusPending, At: at},
 			{Status: state.StatusAgent, At: at},
@@ -282,10 +283,11 @@ func finishedAttempt(pa *planner.PlannedAttempt, at time.Time) *state.Attempt {
 func recordBulk(store *state.Store, p *planner.Plan, at time.Time) error {
 	var batch []*state.Attempt
 	for _, pa := range p.Attempts {
-		if pa.Manifest == nil {
+		m := pa.NewManifest()
+		if m == nil {
 			continue
 		}
-		batch = append(batch, finishedAttempt(pa, at))
+		batch = append(batch, finishedAttempt(pa, m, at))
 		if len(batch) == 5000 {
 			if err := store.AddAttempts(batch); err != nil {
 				return err
@@ -310,10 +312,11 @@ func recordApplied(store *state.Store, p *planner.Plan, at time.Time) error {
 					return
 				}
 				pa := p.Attempts[i]
-				if pa.Manifest == nil {
+				m := pa.NewManifest()
+				if m == nil {
 					continue
 				}
-				done := finishedAttempt(pa, at)
+				done := finishedAttempt(pa, m, at)
 				a := &state.Attempt{Address: done.Address, RunID: RunID, Manifest: done.Manifest,
 					Transitions: done.Transitions[:1:1]}
 				err := store.AddAttempt(a)
