@@ -896,7 +896,6 @@ func priorOf(view *state.View, pa *PlannedAttempt, m *state.Manifest) (*priorSid
 	return side, nil
 }
 
-
 // orphan plans an attempt recorded in state that the config no longer
 // declares, naming what left the config.
 func (p *planner) orphan(addr string, c state.Current) *PlannedAttempt {
