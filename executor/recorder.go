@@ -3,7 +3,6 @@ package executor
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/hemra-dev/hemra/state"
 )
@@ -21,20 +20,14 @@ const maxPendingRecords = 256
 // land go to the store together, as one transaction, and writes of
 // different attempts reach the store together, so the store's writer
 // commits them in shared transactions: one fsync for many writes rather
-// than one per write. An attempt's first writes (its record, its stage
-// transitions) wait up to recordLinger for more of its writes: an attempt
-// that ends within it is recorded in one commit, and one that runs longer
-// shows as running that much later.
+// than one per write. A write is never held back to wait for more: a
+// plan made while the apply runs must see the attempts it is running.
 
 type recorder struct {
 	ops   chan recordOp
 	err   error // the first write that failed; later writes are skipped
 	after func(err error)
 }
-
-// recordLinger is how long an attempt's writes before its outcome wait
-// for the next ones.
-const recordLinger = 250 * time.Millisecond
 
 // recordOp is one queued write and how its error reads.
 type recordOp struct {
@@ -51,22 +44,6 @@ func (e *executor) newRecorder() *recorder {
 		defer e.recWG.Done()
 		for op := range r.ops {
 			ops := []recordOp{op}
-			if !op.final {
-				timer := time.NewTimer(recordLinger)
-			linger:
-				for !ops[len(ops)-1].final {
-					select {
-					case next, ok := <-r.ops:
-						if !ok {
-							break linger
-						}
-						ops = append(ops, next)
-					case <-timer.C:
-						break linger
-					}
-				}
-				timer.Stop()
-			}
 		more:
 			for !ops[len(ops)-1].final {
 				select {

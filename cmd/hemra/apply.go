@@ -130,6 +130,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 
 	view := newApplyView(g, c.JSON)
 	stopper.arm(view.Notice)
+	markRusage() // make bench: the attempts' cost apart from the plan's
 	report, err := executor.Apply(stopper.ctx, plan, cfg, store, executor.Options{
 		Parallelism: c.Parallelism,
 		Providers:   providers,

@@ -8,11 +8,29 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
+
+// mark is the CPU time and clock when apply started its attempts
+// (markRusage), for HEMRA_RUSAGE.
+var mark struct {
+	cpu  int64
+	wall int64
+}
+
+// markRusage notes the CPU time used so far and the time.
+func markRusage() {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		mark.cpu = ru.Utime.Nano() + ru.Stime.Nano()
+		mark.wall = time.Now().UnixNano()
+	}
+}
 
 // writeRusage writes this process's own CPU time and peak resident size
 // (getrusage RUSAGE_SELF: without the programs it ran) to path as JSON,
-// for make bench (docs/performance.md).
+// for make bench (docs/performance.md); with the CPU time and clock of
+// markRusage, when apply called it, and the clock now.
 func writeRusage(path string) error {
 	var self, children syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
@@ -27,6 +45,9 @@ func writeRusage(path string) error {
 		"maxrss_kb":        peakRSS(self.Maxrss),
 		"children_user_ns": children.Utime.Nano(),
 		"children_sys_ns":  children.Stime.Nano(),
+		"mark_cpu_ns":      mark.cpu,
+		"mark_wall_ns":     mark.wall,
+		"end_wall_ns":      time.Now().UnixNano(),
 	})
 	if err != nil {
 		return err

@@ -96,6 +96,9 @@ type sample struct {
 	self time.Duration // hemra's own CPU (HEMRA_RUSAGE), without its children
 	rss  int64         // peak resident KB
 	load string
+	// What hemra apply spent on its attempts, after its plan (the mark
+	// HEMRA_RUSAGE records when the executor starts).
+	applyCPU, applyWall time.Duration
 }
 
 func loadavg() string {
@@ -175,6 +178,10 @@ func (b *bench) run(env []string, name string, args ...string) (sample, error) {
 			// The wait4 figure of a child started with vfork counts the
 			// parent's resident size too: the child's own is exact.
 			s.rss = u["maxrss_kb"]
+			if u["mark_wall_ns"] > 0 {
+				s.applyCPU = s.self - time.Duration(u["mark_cpu_ns"])
+				s.applyWall = time.Duration(u["end_wall_ns"] - u["mark_wall_ns"])
+			}
 		}
 	}
 	return s, nil
@@ -227,6 +234,9 @@ func medianOf(ss []sample) sample {
 		self: time.Duration(mid(func(s sample) int64 { return int64(s.self) })),
 		rss:  mid(func(s sample) int64 { return s.rss }),
 		load: strings.Join(loads, "; "),
+
+		applyCPU:  time.Duration(mid(func(s sample) int64 { return int64(s.applyCPU) })),
+		applyWall: time.Duration(mid(func(s sample) int64 { return int64(s.applyWall) })),
 	}
 }
 
@@ -312,8 +322,9 @@ func (b *bench) measureAll(applyGlob string, skipApply bool) error {
 
 // applyRows applies the nop attempts matching glob with -parallelism 1
 // into an empty store and into the big one (-replace), and reports
-// hemra's own CPU per attempt: the apply's, less the plan's it starts with
-// (the same plan made alone), divided by the attempts.
+// hemra's own CPU per attempt: what apply spent after its plan (the mark
+// hemra records for HEMRA_RUSAGE when the executor starts), without the
+// programs it ran, divided by the attempts.
 func (b *bench) applyRows(glob string, storeRow *row) error {
 	type where struct {
 		label string
@@ -329,14 +340,9 @@ func (b *bench) applyRows(glob string, storeRow *row) error {
 		{"an empty state", fresh, nil},
 		{fmt.Sprintf("a %d-attempt state", b.attempts), big, []string{"-replace", glob}},
 	} {
-		var applies, plans []sample
+		var applies []sample
 		for i := range b.runs {
 			st := w.store(i)
-			planArgs := append([]string{"-chdir", b.dir, "plan", "-summary", "-store", st, "-target", glob}, w.extra...)
-			ps, err := b.run(nil, b.bin, planArgs...)
-			if err != nil {
-				return err
-			}
 			args := append([]string{"-chdir", b.dir, "apply", "-auto-approve", "-parallelism", "1", "-store", st, "-target", glob}, w.extra...)
 			as, err := b.run(nil, b.bin, args...)
 			if err != nil {
@@ -346,12 +352,12 @@ func (b *bench) applyRows(glob string, storeRow *row) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("   apply into %-22s wall %7.3f s  self %7.3f s  (plan alone: self %7.3f s)  load %s\n", w.label, as.wall.Seconds(), as.self.Seconds(), ps.self.Seconds(), as.load)
-			applies, plans = append(applies, as), append(plans, ps)
+			fmt.Printf("   apply into %-22s wall %7.3f s  self %7.3f s, of which the attempts: wall %7.3f s  self %7.3f s  load %s\n", w.label, as.wall.Seconds(), as.self.Seconds(), as.applyWall.Seconds(), as.applyCPU.Seconds(), as.load)
+			applies = append(applies, as)
 		}
-		a, p := medianOf(applies), medianOf(plans)
-		per := (a.self - p.self) / time.Duration(n)
-		wall := (a.wall - p.wall) / time.Duration(n)
+		a := medianOf(applies)
+		per := a.applyCPU / time.Duration(n)
+		wall := a.applyWall / time.Duration(n)
 		perAttempt = append(perAttempt, fmt.Sprintf("%.2f ms CPU, %.2f ms wall per attempt into %s", float64(per.Microseconds())/1000, float64(wall.Microseconds())/1000, w.label))
 		load = a.load
 	}
