@@ -19,9 +19,11 @@ func seedRecords(f *testing.F) {
 		Outcome:     &Outcome{Class: ClassPassed, Reward: &r, Snapshot: "sha256:ff", Artifacts: []Artifact{{Path: "out.txt", Size: 3, SHA256: "00"}}},
 	}
 	rec, _ := json.Marshal(a)
+	grouped, _, _ := encodeRecord(a) // format 3: the shared parts as group references
 	cur, _ := encodeCurrent(currentOf(a))
 	run, _ := json.Marshal(&Run{ID: "r1", Status: "finished", Planned: 1, PlanSHA256: "ab"})
 	f.Add(rec)
+	f.Add(grouped)
 	f.Add(cur)
 	f.Add(run)
 	f.Add([]byte(`{"attempt_id":"x","status":"fin\u0069shed"}`))
@@ -36,9 +38,15 @@ func seedRecords(f *testing.F) {
 func FuzzRecordDecoders(f *testing.F) {
 	seedRecords(f)
 	f.Fuzz(func(t *testing.T, val []byte) {
-		if a, err := decodeAttempt("id", val); err == nil {
+		// Without the groups a record names (a reader that has none).
+		if a, err := decodeRecord("id", val, nil); err == nil {
 			_ = a.Status()
 			_ = currentOf(a)
+		}
+		// As a transition reads it: the record alone.
+		if a, sm, err := decodeStored("id", val); err == nil {
+			_ = summaryOf(a)
+			_, _ = encodeStored(a, sm)
 		}
 		if fast, ok := decodeCurrentFast(val); ok {
 			var slow Current

@@ -60,6 +60,7 @@ func main() {
 	record := flag.String("record", "apply", "how the store is filled: apply (written as apply writes, one attempt's record at a time) or bulk")
 	applyGlob := flag.String("apply-target", "bench/nop/task-00*", "the attempts the apply rows run (-target)")
 	skipApply := flag.Bool("skip-apply", false, "leave out the apply rows")
+	prepareOnly := flag.Bool("prepare", false, "only generate the eval directory and its store")
 	flag.Parse()
 	if *bin == "" || *dir == "" {
 		fmt.Fprintln(os.Stderr, "usage: benchtable -bin HEMRA -dir DIR [-tasks N] [-runs 3]")
@@ -69,6 +70,10 @@ func main() {
 	if err := b.prepare(*tasks, *record); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
+	}
+	if *prepareOnly {
+		os.RemoveAll(b.tmp)
+		return
 	}
 	if err := b.measureAll(*applyGlob, *skipApply); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
