@@ -2,11 +2,13 @@ package executor_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -19,6 +21,7 @@ import (
 	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/sandbox/docker"
+	"github.com/hemra-dev/hemra/sandbox/local"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -123,7 +126,7 @@ func (f *harborFixture) apply() (*planner.Plan, *executor.Report) {
 	}
 	rep, err := executor.Apply(context.Background(), plan, cfg, st, executor.Options{
 		Parallelism: 4,
-		Providers:   map[string]sandbox.Provider{"docker": f.provider},
+		Providers:   map[string]sandbox.Provider{"docker": f.provider, "local": local.New()},
 		Env: func(name string) (string, bool) {
 			v, ok := f.env[name]
 			return v, ok
@@ -622,5 +625,114 @@ eval "compose" {
 	}
 	if len(nets)+len(ctrs) != 0 {
 		t.Errorf("left in the engine: %d networks, %d containers", len(nets), len(ctrs))
+	}
+}
+
+// An artifact over its quota is refused while it is copied out: a 3 GiB
+// sparse file is never written to the host (issue 13: it was downloaded
+// in full, kept, then refused), the attempt's error names it, and the
+// workspace keeps nothing of it. On docker and on the local sandbox.
+func TestArtifactQuotaWhileCopying(t *testing.T) {
+	f := newHarborFixture(t, docker.Options{})
+	f.task("sparse", map[string]string{
+		"environment/Dockerfile": "FROM base\nWORKDIR /app\n",
+		"solution/solve.sh":      "#!/bin/sh\ntruncate -s 3G \"$HEMRA_ARTIFACTS_DIR/huge.bin\" && echo small > \"$HEMRA_ARTIFACTS_DIR/small.txt\"\n",
+		"tests/test.sh":          "#!/bin/sh\necho 1 > \"$HEMRA_VERIFIER_LOGS/reward.txt\"\n",
+	})
+	f.config(`
+sandbox "local" {
+  kind = "local"
+}
+
+harness "oracle" {
+  builtin = "oracle"
+}
+
+harness "local" {
+  builtin = "oracle"
+  sandbox = sandbox.local
+}
+
+dataset "fixtures" {
+  source = "./tasks"
+}
+
+eval "quota" {
+  dataset   = dataset.fixtures
+  harnesses = [harness.oracle, harness.local]
+}
+`)
+	start := time.Now()
+	f.apply()
+	if took := time.Since(start); took > 2*time.Minute {
+		t.Errorf("the apply took %s: the sparse file was copied", took)
+	}
+	st, err := state.Open(f.store, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, addr := range []string{"quota/oracle/sparse#1", "quota/local/sparse#1"} {
+		a, err := st.CurrentAttempt(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := a.Outcome
+		if o.Class != state.ClassProtocolError || !strings.Contains(o.Error, "huge.bin") || !strings.Contains(o.Error, "quota") {
+			t.Errorf("%s: class %s error %q, want the quota named with the file", addr, o.Class, o.Error)
+		}
+		// Nothing of the refused copy is on the host.
+		ws := st.WorkDir(a.ID)
+		_ = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil && info.Size() > 1<<20 && !strings.Contains(p, "/app/") && !strings.Contains(p, "/logs/artifacts/") {
+					t.Errorf("%s: %s (%d bytes) kept in the workspace", addr, p, info.Size())
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// The docker example as it stands (a program harness in its own hardened
+// image, read_only = true), run by a non-root operator: the harness's
+// artifact is written and kept (issue 13: the log and artifact folders
+// were root-owned volumes and the summary was lost with a warning).
+func TestHarnessImageReadOnlyNonRoot(t *testing.T) {
+	f := newHarborFixture(t, docker.Options{User: "1000:1000"})
+	ctx := context.Background()
+	img, err := testimages.BuildGoBinaryImage(ctx, f.cli, "../examples/harness-go", "harness-go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pin(img)
+	f.task("hello", map[string]string{
+		"tests/test.sh": "#!/bin/sh\nif [ \"$(cat \"$HEMRA_WORKDIR/hello.txt\")\" = hi ]; " + passIf + "\n",
+	})
+	f.config(`
+sandbox "hardened" {
+  image     = "` + img + `"
+  read_only = true
+}
+
+harness "example" {
+  command = ["/usr/local/bin/harness-go"]
+  sandbox = sandbox.hardened
+  args    = { file = "hello.txt", content = "hi" }
+}
+
+dataset "fixtures" {
+  source = "./tasks"
+}
+
+eval "ro" {
+  dataset   = dataset.fixtures
+  harnesses = [harness.example]
+}
+`)
+	f.apply()
+	o := f.outcomes()["hello"].Outcome
+	if o.Reward == nil || *o.Reward != 1 || len(o.Artifacts) != 1 || o.Artifacts[0].Path != "summary.json" {
+		t.Fatalf("reward %v, class %s, error %q, artifacts %+v: want 1 with summary.json kept", rewardOf(o), o.Class, o.Error, o.Artifacts)
 	}
 }

@@ -235,6 +235,11 @@ func (in *instance) DownloadLimited(ctx context.Context, path, hostPath string, 
 	if err != nil {
 		var qe *sandbox.QuotaError
 		if errors.As(err, &qe) {
+			// The refused file is on the host: it goes, as a container's
+			// goes with the container (the command that wrote it ended).
+			if r, rerr := in.resolve(qe.Path); rerr == nil {
+				_ = in.root.Remove(r)
+			}
 			return err
 		}
 		if errors.Is(err, fs.ErrNotExist) {
