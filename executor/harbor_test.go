@@ -281,6 +281,14 @@ VERIFIER_ONLY = "ver"
 		"tests/test.sh":          "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n",
 	})
 
+	// An image that does not build is the task's error, reported once: the
+	// second apply below does not retry it.
+	f.task("build-fails", map[string]string{
+		"environment/Dockerfile": "FROM base\nRUN false\n",
+		"solution/solve.sh":      "#!/bin/sh\ntrue\n",
+		"tests/test.sh":          "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n",
+	})
+
 	// A server the solution starts: reached by tests in the shared mode,
 	// gone in hemra's snapshot mode.
 	server := map[string]string{
@@ -385,8 +393,8 @@ eval "rules" {
 	f.images[f.base] = f.images[f.base] // the ARG default is the same image
 	plan, rep := f.apply()
 	_ = plan
-	if len(rep.Attempts) != len(want)+2 {
-		t.Errorf("%d attempts ran, want %d", len(rep.Attempts), len(want)+2)
+	if len(rep.Attempts) != len(want)+3 {
+		t.Errorf("%d attempts ran, want %d", len(rep.Attempts), len(want)+3)
 	}
 	got := f.outcomes()
 	for name, w := range want {
@@ -402,6 +410,9 @@ eval "rules" {
 	}
 	if o := got["healthcheck-fails"].Outcome; o.Class != state.ClassTaskError || !strings.Contains(o.Error, "healthcheck failed") {
 		t.Errorf("healthcheck-fails: class %s, error %q; want a task error naming the healthcheck", o.Class, o.Error)
+	}
+	if o := got["build-fails"].Outcome; o.Class != state.ClassTaskError || !strings.Contains(o.Error, "does not build") {
+		t.Errorf("build-fails: class %s, error %q; want a task error: the image does not build", o.Class, o.Error)
 	}
 	if o := got["reward-json-nonnumeric"].Outcome; o.Class != state.ClassVerifierError || !strings.Contains(o.Error, `"checks" is not a number`) {
 		t.Errorf("reward-json-nonnumeric: class %s, error %q; want a verifier error naming the key", o.Class, o.Error)

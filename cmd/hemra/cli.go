@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	"github.com/sirupsen/logrus"
 )
 
 // Version is hemra's version, set at build time with -ldflags.
@@ -120,6 +121,9 @@ func storeFlagGiven(args []string) bool {
 // Main runs hemra with explicit streams and environment, so tests can run
 // it in-process. It returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	// The libraries' own logger (compose-go warns through it about a
+	// compose file): hemra says what matters in its diagnostics.
+	logrus.SetOutput(io.Discard)
 	var cli CLI
 	cli.Stdin, cli.Stdout, cli.Stderr, cli.Environ = stdin, stdout, stderr, environ
 	exit := -1
