@@ -11,6 +11,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/sirupsen/logrus"
+
+	"github.com/hemra-dev/hemra/sandbox/docker"
 )
 
 // Version is hemra's version, set at build time with -ldflags.
@@ -189,6 +191,9 @@ func (g *Globals) setup() error {
 	}
 	g.Dir = abs
 	g.Color = !g.NoColor && isTerminal(g.Stdout) && g.Getenv("NO_COLOR") == ""
+	// The identity hemra labels its engine objects with, for prune
+	// (docs/docker.md): the machine's unless the operator names one.
+	docker.SetHostID(g.Getenv("HEMRA_HOST_ID"))
 	return nil
 }
 

@@ -53,12 +53,13 @@ in-sandbox programs (the MCP connector) would come from.
 
 -prune removes only objects labelled dev.hemra.managed=true and made on this
 machine (dev.hemra.host-id; another machine's objects on a shared engine are
-listed as kept, with its host name): containers
+listed as kept, with its host name; HEMRA_HOST_ID sets an identity of your
+own for several operators or CI jobs sharing one machine): containers
 whose hemra process is gone; snapshot images whose store (the
 dev.hemra.store label) no longer exists, or whose attempt is no longer its
 address's current one in that store and is not reused by it (stores that
-cannot be read or that an apply holds are left alone); and volumes no
-container uses. In the namespaces of the configured kubernetes sandboxes it
+cannot be read or that an apply holds are left alone); and volumes and
+compose networks no container uses whose hemra is gone. In the namespaces of the configured kubernetes sandboxes it
 removes the pods labelled with this host and this store whose hemra process
 is gone. It also stops the MCP servers a hemra that is gone left
 running and removes their socket folders ($TMPDIR/hemra-mcp-*).

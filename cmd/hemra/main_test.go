@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,6 +35,10 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("HEMRA_TEST_DOCKER", os.Getenv("HEMRA_TEST_DOCKER"))
+			// Each script is its own host for doctor -prune, so a script's
+			// prune never touches what other tests running at the same
+			// time on the shared engine made.
+			env.Setenv("HEMRA_HOST_ID", fmt.Sprintf("script-%x", sha256.Sum256([]byte(env.WorkDir)))[:23])
 			// The repository, for scripts that run its examples.
 			if repo, err := filepath.Abs("../.."); err == nil {
 				env.Setenv("HEMRA_REPO", repo)

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Labels hemra puts on every container, image and volume it creates, so
@@ -42,7 +44,25 @@ const TaskImageRepo = "hemra-task"
 // image share a machine id but not a host name; a machine whose host name
 // changes sees its older objects as another host's, and keeps them.
 // `hemra doctor -prune` removes only objects with this host's id.
-var HostID = sync.OnceValue(func() string {
+// SetHostID replaces it (the command sets it from HEMRA_HOST_ID).
+func HostID() string {
+	if id, _ := hostIDSet.Load().(string); id != "" {
+		return id
+	}
+	return machineHostID()
+}
+
+// hostIDSet holds the identity SetHostID gave, if any.
+var hostIDSet atomic.Value
+
+// SetHostID makes id this hemra's host identity instead of the one derived
+// from the machine: several operators or CI jobs that share one machine
+// and one engine each set their own (HEMRA_HOST_ID), so that each prune
+// touches only what its own hemra made. Call it before anything is
+// labelled; "" keeps the machine's.
+func SetHostID(id string) { hostIDSet.Store(strings.TrimSpace(id)) }
+
+var machineHostID = sync.OnceValue(func() string {
 	var machine []byte
 	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
 		if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {

@@ -190,6 +190,13 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 				continue
 			}
 			item := Pruned{Kind: "volume", ID: short(v.Name), Attempt: v.Labels[LabelAttempt], Address: v.Labels[LabelAddress], Role: v.Labels[LabelRole], Reason: "no container uses it"}
+			// A compose volume is made before its containers: one whose
+			// hemra still runs may be about to be used.
+			if alive, why := p.creatorAlive(v.Labels); alive {
+				item.Reason = why
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
 			if !opts.DryRun {
 				if err := p.cli.VolumeRemove(ctx, v.Name, true); err != nil {
 					item.Error = err.Error()
@@ -206,6 +213,12 @@ func (p *Provider) Prune(ctx context.Context, opts PruneOptions) (*PruneReport, 
 				continue
 			}
 			item := Pruned{Kind: "network", ID: short(n.ID), Attempt: n.Labels[LabelAttempt], Address: n.Labels[LabelAddress], Role: n.Labels[LabelRole]}
+			// A compose network is made before its containers join it.
+			if alive, why := p.creatorAlive(n.Labels); alive {
+				item.Reason = why
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
 			insp, err := p.cli.NetworkInspect(ctx, n.ID, network.InspectOptions{})
 			if err == nil && len(insp.Containers) > 0 {
 				item.Reason = "containers still use it"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/hemra-dev/hemra/internal/testimages"
 	"github.com/hemra-dev/hemra/sandbox"
@@ -228,5 +229,56 @@ func TestRemoveLeftoversOfOneStore(t *testing.T) {
 		if _, err := cli.ContainerInspect(ctx, id); err != nil {
 			t.Errorf("%s is gone: %v", what, err)
 		}
+	}
+}
+
+// Two operators (or CI jobs) on one machine and one engine each name their
+// own host identity (HEMRA_HOST_ID): each prune leaves the other's objects
+// alone, and a compose network whose hemra still runs is not a leftover
+// even before any container joins it.
+func TestPruneUnderAHostIDOfItsOwn(t *testing.T) {
+	cli, p, img := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	machine := docker.HostID()
+	docker.SetHostID("operator-b-" + fmt.Sprint(os.Getpid()))
+	t.Cleanup(func() { docker.SetHostID("") })
+	if docker.HostID() == machine {
+		t.Fatalf("SetHostID did not change the host identity (%s)", machine)
+	}
+	gone := "/nonexistent/hemra-prune-hostid/" + fmt.Sprint(time.Now().UnixNano())
+	theirs := labelledSnapshot(t, img, map[string]string{docker.LabelStore: gone, docker.LabelAttempt: "operator-a", docker.LabelHostID: machine})
+	ours := labelledSnapshot(t, img, map[string]string{docker.LabelStore: gone, docker.LabelAttempt: "operator-b", docker.LabelHostID: docker.HostID()})
+	net, err := cli.NetworkCreate(ctx, "hemra-prune-hostid-"+fmt.Sprint(time.Now().UnixNano()), network.CreateOptions{Labels: map[string]string{
+		docker.LabelManaged: "true", docker.LabelRole: "network", docker.LabelAttempt: "operator-b-net", docker.LabelStore: gone,
+		docker.LabelHostID: docker.HostID(), docker.LabelPID: fmt.Sprint(os.Getpid()),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.NetworkRemove(context.Background(), net.ID) })
+	rep, err := p.Prune(ctx, docker.PruneOptions{
+		Scope:    func(l map[string]string) bool { return l[docker.LabelStore] == gone },
+		Snapshot: func(docker.SnapshotImage) (bool, string) { return true, "its store no longer exists" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(list []docker.Pruned, id string) bool {
+		for _, it := range list {
+			if strings.HasPrefix(strings.TrimPrefix(id, "sha256:"), it.ID) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(rep.Kept, theirs) || has(rep.Removed, theirs) {
+		t.Errorf("the other operator's snapshot: removed %+v kept %+v, want it kept", rep.Removed, rep.Kept)
+	}
+	if !has(rep.Removed, ours) {
+		t.Errorf("this operator's snapshot of a store that is gone: removed %+v, want it removed", rep.Removed)
+	}
+	if !has(rep.Kept, net.ID) || has(rep.Removed, net.ID) {
+		t.Errorf("a network whose hemra still runs: removed %+v kept %+v, want it kept", rep.Removed, rep.Kept)
 	}
 }
