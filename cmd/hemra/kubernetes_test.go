@@ -20,38 +20,6 @@ import (
 	"github.com/hemra-dev/hemra/state"
 )
 
-// sharedDir is the team's shared reference folder beside the repository
-// (../shared from the repository root).
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	wd, _ := os.Getwd()
-	for dir := wd; dir != "/"; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			s := filepath.Join(dir, "..", "shared")
-			if _, err := os.Stat(filepath.Join(s, "harbor-tasks")); err != nil {
-				t.Fatalf("the shared reference folder is not at %s: %v", s, err)
-			}
-			return s
-		}
-	}
-	t.Fatal("no go.mod above the test's folder")
-	return ""
-}
-
-// ensureUbuntu makes the Debian stand-in for ubuntu:24.04 that real
-// Harbor task Dockerfiles start FROM (../shared/images/debian-base.sh,
-// cached under ~/.cache/debian-base).
-func ensureUbuntu(t *testing.T, cli *client.Client, shared string) {
-	t.Helper()
-	if _, err := cli.ImageInspect(context.Background(), "ubuntu:24.04"); err == nil {
-		return
-	}
-	cmd := exec.Command("bash", filepath.Join(shared, "images", "debian-base.sh"), "--tag", "ubuntu:24.04")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("debian-base.sh: %v\n%s", err, out)
-	}
-}
-
 type k8sEnv struct {
 	kubeconfig, ns, registry, harness string
 	environ                           []string
@@ -108,12 +76,13 @@ sandbox "k8sprog" {
 // reason (the test cluster's bridge CNI does not enforce policies).
 func TestKubernetesApplyEndToEnd(t *testing.T) {
 	e, cli := k8sSetup(t)
-	shared := sharedDir(t)
-	ensureUbuntu(t, cli, shared)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	testimages.EnsureDebianBase(ctx, t, cli)
 	dir := t.TempDir()
 	cleanupStores(t, dir)
 	tasks := filepath.Join(dir, "tasks")
-	copyTree(t, filepath.Join(shared, "harbor-tasks", "hello-workdir"), filepath.Join(tasks, "hello-workdir"))
+	copyTree(t, filepath.Join(realTasksDir, "hello-workdir"), filepath.Join(tasks, "hello-workdir"))
 	writeFiles(t, dir, map[string]string{"main.hcl": e.sandboxes() + `
 harness "oracle" {
   builtin = "oracle"
