@@ -19,7 +19,7 @@ import (
 // result recorded to an event log file ("relay"). The difference is what
 // hemra adds per call (docs/mcp.md gives the figure):
 //
-//	flock /work/coord/bench.lock go test -run '^$' -bench BenchmarkToolCall -benchtime 3s -count 5 ./mcprelay
+//	go test -run '^$' -bench BenchmarkToolCall -benchtime 3s -count 5 ./mcprelay
 func BenchmarkToolCall(b *testing.B) {
 	root := b.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "answer.txt"), []byte("forty-two\n"), 0o644); err != nil {
