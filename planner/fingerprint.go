@@ -59,6 +59,8 @@ func groupOf(path string) string {
 		return "attempt"
 	case path == chainAgent || path == chainVerify:
 		return "chain"
+	case strings.HasPrefix(path, separatePrefix):
+		return groupSeparate
 	case strings.HasPrefix(path, "verifier."):
 		return "verifier"
 	case strings.HasPrefix(path, "judge."):
@@ -144,9 +146,10 @@ func (f *fpHex) String() string { return string(f[:]) }
 func (f *fpHex) equals(s string) bool { return string(f[:]) == s }
 
 // chainedFingerprint is fingerprint with a "chain" group holding one input
-// (the previous stage's fingerprint) before two other groups, computed
-// without building the group: it runs twice per attempt.
-func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2 *group) fpHex {
+// (the previous stage's fingerprint) before up to three other groups (in
+// name order; nil ones skipped), computed without building the group: it
+// runs twice per attempt.
+func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2, g3 *group) fpHex {
 	var line [128]byte
 	b := append(line[:0], chainPath...)
 	b = append(b, 0)
@@ -155,7 +158,7 @@ func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2 *group) fpH
 	sum := sha256.Sum256(b)
 	chain := group{name: "chain", n: 1}
 	chain.setSum(sum[:])
-	return fingerprint(stage, &chain, g1, g2)
+	return fingerprint(stage, &chain, g1, g2, g3)
 }
 
 // Fingerprint recomputes a stage's fingerprint from a manifest's inputs

@@ -376,10 +376,16 @@ func applyAsFinished(t testing.TB, cfg *config.Config, p *planner.Plan) *planner
 	return prior
 }
 
-// editState applies "ADDRESS STATUS CLASS [snapshot-gone]" lines.
+// editState applies "ADDRESS STATUS CLASS [snapshot-gone]" lines, and
+// "ADDRESS legacy-separate" lines (the attempt as a hemra that did not
+// fingerprint a separate verifier's base images recorded it).
 func editState(t *testing.T, prior *planner.MemoryPrior, mods []string) {
 	for _, m := range mods {
 		f := strings.Fields(m)
+		if len(f) == 2 && f[1] == "legacy-separate" {
+			legacySeparate(t, prior, f[0])
+			continue
+		}
 		if len(f) < 3 {
 			t.Fatalf("state: %q: want ADDRESS STATUS CLASS [snapshot-gone]", m)
 		}
@@ -504,4 +510,39 @@ func copyDir(t *testing.T, src, dst string) {
 		rel, _ := filepath.Rel(src, p)
 		writeFile(t, filepath.Join(dst, rel), data)
 	}
+}
+
+// legacySeparate rewrites an attempt's record as hemra recorded it before
+// its verify fingerprint covered a separate verifier's base images: the
+// verifier.separate.image inputs gone, the verify and judge fingerprints
+// computed without them.
+func legacySeparate(t *testing.T, prior *planner.MemoryPrior, addr string) {
+	c, ok := prior.Currents[addr]
+	if !ok {
+		t.Fatalf("state: no attempt %s", addr)
+	}
+	a := prior.Attempts[c.AttemptID]
+	m := &a.Manifest
+	var kept []state.Input
+	stripped := false
+	for _, in := range m.Inputs {
+		if strings.HasPrefix(in.Path, "verifier.separate.image ") {
+			stripped = true
+			continue
+		}
+		kept = append(kept, in)
+	}
+	if !stripped {
+		t.Fatalf("state: %s has no separate verifier images", addr)
+	}
+	m.VerifyFingerprint = planner.Fingerprint(planner.StageVerify, kept)
+	for i, in := range kept {
+		if in.Stage == planner.StageJudge && in.Path == "verify.fingerprint" {
+			kept[i].Value = m.VerifyFingerprint
+		}
+	}
+	m.Inputs = kept
+	m.JudgeFingerprint = planner.Fingerprint(planner.StageJudge, kept)
+	c.VerifyFingerprint, c.JudgeFingerprint = m.VerifyFingerprint, m.JudgeFingerprint
+	prior.Currents[addr] = c
 }

@@ -82,10 +82,11 @@ func (p *planner) harborRecord(d *declared, m *state.Manifest, settings sandbox.
 		cfg = &dataset.TaskConfig{}
 	}
 	v := d.eval.Verifier
+	by := "dataset." + d.eval.Dataset.Name
 	if len(cfg.Steps) == 0 {
 		m.VerifierMode = verifierModeFor(t, nil, v, settings)
 		if m.VerifierMode == VerifierSeparate {
-			if raw, err := p.separateSettings(t, nil, settings, v); err != nil {
+			if raw, err := p.separateSettings(t, nil, settings, v, by); err != nil {
 				problem("verifier.environment", "%v", err)
 			} else {
 				m.VerifierSettings = raw
@@ -98,7 +99,7 @@ func (p *planner) harborRecord(d *declared, m *state.Manifest, settings sandbox.
 			sm := state.StepManifest{Name: sc.Name, VerifierMode: verifierModeFor(t, sc, v, settings)}
 			modes[sm.VerifierMode] = true
 			if sm.VerifierMode == VerifierSeparate {
-				if raw, err := p.separateSettings(t, sc, settings, v); err != nil {
+				if raw, err := p.separateSettings(t, sc, settings, v, by); err != nil {
 					problem(fmt.Sprintf("steps.%d.verifier.environment", i), "step %s: %v", sc.Name, err)
 				} else {
 					sm.VerifierSettings = raw
@@ -260,8 +261,8 @@ func (p *planner) taskWarning(t *dataset.Task, key, msg string) {
 // environment: its image (task.toml's docker_image) or the image built
 // from the tests folder, with the agent's limits narrowed by the
 // environment's, and the verifier's network.
-func (p *planner) separateSettings(t *dataset.Task, step *dataset.StepConfig, agent sandbox.Settings, v *config.Verifier) (json.RawMessage, error) {
-	env := t.Config.SeparateEnvironment(step)
+func (p *planner) separateSettings(t *dataset.Task, step *dataset.StepConfig, agent sandbox.Settings, v *config.Verifier, by string) (json.RawMessage, error) {
+	env := configOf(t).SeparateEnvironment(step)
 	s := sandbox.Settings{
 		Kind: agent.Kind, Memory: agent.Memory, CPUs: agent.CPUs, Pids: agent.Pids, ReadOnly: agent.ReadOnly, User: agent.User,
 		TaskDefaults: agent.TaskDefaults, TaskImage: true, Workdir: env.Workdir,
@@ -279,31 +280,23 @@ func (p *planner) separateSettings(t *dataset.Task, step *dataset.StepConfig, ag
 	}
 	narrow := sandbox.ForTask(s, &dataset.Task{Config: &dataset.TaskConfig{Environment: dataset.EnvConfig{CPUs: env.CPUs, MemoryMB: env.MemoryMB}}})
 	s.CPUs, s.Memory = narrow.CPUs, narrow.Memory
-	ctxRel, files := "tests", t.Tests
-	if step != nil && dataset.HasAnyUnder(t.StepFiles(step.Name), "steps/"+step.Name+"/tests/") {
-		ctxRel = "steps/" + step.Name + "/tests"
-		files = filterUnder(t.StepFiles(step.Name), ctxRel+"/")
+	ctxRel, files := separateContext(t, step)
+	refs, err := p.separateImageRefs(t, step)
+	if err != nil {
+		return nil, err
 	}
-	by := "dataset task " + t.Name
 	if env.DockerImage != "" {
-		d, ok := p.resolve(env.DockerImage, by, func() *hcl.Range { return &hcl.Range{Filename: p.taskFile(t, "task.toml")} })
+		d, ok := p.resolve(env.DockerImage, by, func() *hcl.Range { return refs[0].rangeIn(p, t) })
 		if !ok {
 			return nil, fmt.Errorf("the verifier's docker_image %s is not resolved", env.DockerImage)
 		}
 		s.Image = pinned(env.DockerImage, d)
 	} else {
-		df, err := os.ReadFile(filepath.Join(t.Dir, filepath.FromSlash(ctxRel), "Dockerfile"))
-		if err != nil {
-			return nil, fmt.Errorf("a separate verifier needs %s/Dockerfile or a docker_image in [verifier.environment]", ctxRel)
-		}
 		from := map[string]string{}
-		for _, f := range parseFrom(df) {
-			if f.err != "" {
-				return nil, fmt.Errorf("%s/Dockerfile: %s", ctxRel, f.err)
-			}
-			d, ok := p.resolve(f.ref, by, func() *hcl.Range { return &hcl.Range{Filename: p.taskFile(t, ctxRel+"/Dockerfile")} })
+		for _, f := range refs {
+			d, ok := p.resolve(f.ref, by, func() *hcl.Range { return f.rangeIn(p, t) })
 			if !ok {
-				return nil, fmt.Errorf("%s/Dockerfile FROM %s is not resolved", ctxRel, f.ref)
+				return nil, fmt.Errorf("%s FROM %s is not resolved", f.file, f.ref)
 			}
 			from[f.ref] = pinned(f.ref, d)
 		}
@@ -316,6 +309,114 @@ func (p *planner) separateSettings(t *dataset.Task, step *dataset.StepConfig, ag
 	}
 	return jsonMarshal(s)
 }
+
+// separateContext is the build context of a step's (nil: the task's)
+// separate verifier image: the step's tests folder when it has one, else
+// the task's, with its files.
+func separateContext(t *dataset.Task, step *dataset.StepConfig) (string, []dataset.File) {
+	if step != nil && dataset.HasAnyUnder(t.StepFiles(step.Name), "steps/"+step.Name+"/tests/") {
+		ctxRel := "steps/" + step.Name + "/tests"
+		return ctxRel, filterUnder(t.StepFiles(step.Name), ctxRel+"/")
+	}
+	return "tests", t.Tests
+}
+
+// separateImageRefs lists the images a step's (nil: the task's) separate
+// verifier environment starts from: its docker_image, else the FROM lines
+// of the tests folder's Dockerfile.
+func (p *planner) separateImageRefs(t *dataset.Task, step *dataset.StepConfig) ([]fromLine, error) {
+	if img := configOf(t).SeparateEnvironment(step).DockerImage; img != "" {
+		return []fromLine{{ref: img, file: "task.toml"}}, nil
+	}
+	ctxRel, _ := separateContext(t, step)
+	name := ctxRel + "/Dockerfile"
+	df, err := os.ReadFile(filepath.Join(t.Dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, fmt.Errorf("a separate verifier needs %s or a docker_image in [verifier.environment]", name)
+	}
+	refs := parseFrom(df)
+	for i := range refs {
+		if refs[i].err != "" {
+			return nil, fmt.Errorf("%s: %s", name, refs[i].err)
+		}
+		refs[i].file = name
+	}
+	return refs, nil
+}
+
+// configOf is a task's task.toml, empty when it has none.
+func configOf(t *dataset.Task) *dataset.TaskConfig {
+	if t.Config == nil {
+		return &dataset.TaskConfig{}
+	}
+	return t.Config
+}
+
+// separateSteps lists where a task's verifier runs in Harbor's separate
+// environment under these sandbox settings: nil (the task itself, a
+// single-step task) or its steps; ok says whether it does anywhere.
+func separateSteps(t *dataset.Task, v *config.Verifier, s sandbox.Settings) (steps []*dataset.StepConfig, ok bool) {
+	if t.Kind == "jsonl" {
+		return nil, false
+	}
+	cfg := configOf(t)
+	if len(cfg.Steps) == 0 {
+		if verifierModeFor(t, nil, v, s) != VerifierSeparate {
+			return nil, false
+		}
+		return []*dataset.StepConfig{nil}, true
+	}
+	for i := range cfg.Steps {
+		if verifierModeFor(t, &cfg.Steps[i], v, s) == VerifierSeparate {
+			steps = append(steps, &cfg.Steps[i])
+		}
+	}
+	return steps, len(steps) > 0
+}
+
+// separatePrefix names the verify inputs of a separate verifier's images:
+// "verifier.separate.image <ref>" = the digest its lock entry (or its
+// reference) pins. The rest of a separate verifier's settings are inputs
+// already (task.toml's verifier sections and tests/ files, the verifier
+// block, the harness's sandbox through the agent's fingerprint); the
+// digests were not, so a moved base image left its attempts unchanged.
+const separatePrefix = "verifier.separate.image "
+
+// separateGroup is the verify group of a task's separate verifier images
+// for an attempt under these settings, nil when its verifier does not run
+// separately. Its group name ("separate") sorts between "chain" and
+// "task", so a fingerprint without it is the one hemra computed before.
+func (p *planner) separateGroup(t *dataset.Task, e *config.Eval, s sandbox.Settings) *group {
+	steps, ok := separateSteps(t, e.Verifier, s)
+	if !ok {
+		return nil
+	}
+	by := "dataset." + e.Dataset.Name
+	l := inputList{stage: StageVerify}
+	seen := map[string]bool{}
+	for _, step := range steps {
+		refs, err := p.separateImageRefs(t, step)
+		if err != nil {
+			continue // the task's problem (harborRecord)
+		}
+		for _, r := range refs {
+			if seen[r.ref] {
+				continue
+			}
+			seen[r.ref] = true
+			if d, ok := p.resolve(r.ref, by, func() *hcl.Range { return r.rangeIn(p, t) }); ok {
+				l.raw(separatePrefix+r.ref, d)
+			}
+		}
+	}
+	if len(l.lines) == 0 {
+		return nil
+	}
+	return newGroup(groupSeparate, l.list())
+}
+
+// groupSeparate is the name of separateGroup's group.
+const groupSeparate = "separate"
 
 func filterUnder(files []dataset.File, prefix string) []dataset.File {
 	var out []dataset.File
@@ -340,12 +441,32 @@ func stepVerifyFingerprint(t *dataset.Task, sc *dataset.StepConfig, sm state.Ste
 	b, _ := json.Marshal(struct {
 		Task, Step any
 		Settings   json.RawMessage
-	}{t.Config.Verifier, sc.Verifier, sm.VerifierSettings})
+	}{t.Config.Verifier, sc.Verifier, withoutContext(sm.VerifierSettings)})
 	h.Write(b)
 	if v != nil {
 		fmt.Fprintf(h, "verifier %s %s %v %s\n", v.Network, v.Timeout, v.Env, v.Mode)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// withoutContext is a separate verifier's settings without its build
+// context, a host path: a moved eval directory changes no fingerprint.
+func withoutContext(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var s sandbox.Settings
+	if json.Unmarshal(raw, &s) != nil || s.Build == nil {
+		return raw
+	}
+	b := *s.Build
+	b.Context = ""
+	s.Build = &b
+	out, err := jsonMarshal(s)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // buildHash names a task image built from a context: its files (paths

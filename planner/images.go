@@ -98,26 +98,35 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 	}
 	for _, e := range sortedEvals(cfg) {
 		taskImages := false
+		var settings []sandbox.Settings
 		for _, h := range sortedHarnesses(e) {
 			s, sb := sandboxOf(h)
 			if sb != nil && sb.Image != "" && s.Kind != config.KindLocal && s.Kind != config.KindSprites {
 				add(sb.Image, "sandbox."+sb.Name, func() *hcl.Range { return rangeOf(sb.Attrs, "image", sb.DeclRange) })
 			}
 			taskImages = taskImages || usesTaskImage(h, s, sb)
+			settings = append(settings, s)
 		}
-		if !taskImages || e.Dataset == nil {
+		if e.Dataset == nil {
 			continue
 		}
 		// Task images are used by the dataset's tasks: naming every task
 		// would list thousands; the range names the task's file.
 		// The tasks' references are listed on every CPU, then added in
-		// task order.
+		// task order: their own images (for harnesses that run them) and
+		// the images of a verifier that runs separately (whatever the
+		// harness).
 		by := "dataset." + e.Dataset.Name
 		tasks := e.Dataset.Tasks
 		refs := make([][]fromLine, len(tasks))
-		parallel(len(tasks), func(i int) { refs[i] = p.taskImageRefs(tasks[i]) })
+		parallel(len(tasks), func(i int) {
+			if taskImages {
+				refs[i] = append(p.taskImageRefs(tasks[i]), composeImageRefs(tasks[i])...)
+			}
+			refs[i] = append(refs[i], p.separateRefsOf(tasks[i], e, settings)...)
+		})
 		for i, t := range tasks {
-			for _, ref := range append(refs[i], composeImageRefs(t)...) {
+			for _, ref := range refs[i] {
 				if ref.err != "" {
 					continue // reported by plan as the task's problem
 				}
@@ -134,6 +143,28 @@ func CollectImages(cfg *config.Config) ([]ImageUse, hcl.Diagnostics) {
 	// Warnings came from every CPU: order them by file.
 	sort.SliceStable(p.diags, func(i, j int) bool { return diagFile(p.diags[i]) < diagFile(p.diags[j]) })
 	return out, p.diags
+}
+
+// separateRefsOf lists the images a task's separate verifier starts from
+// under any of the eval's harnesses' settings (none where its verifier
+// does not run separately).
+func (p *planner) separateRefsOf(t *dataset.Task, e *config.Eval, settings []sandbox.Settings) []fromLine {
+	var out []fromLine
+	done := map[*dataset.StepConfig]bool{}
+	for _, s := range settings {
+		steps, _ := separateSteps(t, e.Verifier, s)
+		for _, step := range steps {
+			if done[step] {
+				continue
+			}
+			done[step] = true
+			refs, err := p.separateImageRefs(t, step)
+			if err == nil {
+				out = append(out, refs...)
+			}
+		}
+	}
+	return out
 }
 
 func diagFile(d *hcl.Diagnostic) string {
@@ -259,7 +290,7 @@ func (p *planner) imageList(plan *Plan) []ImageResolution {
 }
 
 func imageOfPath(path string) (string, bool) {
-	for _, pre := range []string{"image ", "task.image "} {
+	for _, pre := range []string{"image ", "task.image ", separatePrefix} {
 		if strings.HasPrefix(path, pre) {
 			return path[len(pre):], true
 		}

@@ -29,7 +29,7 @@ import (
 //	        task.instruction.md, task.environment/..., task.toml.agent.*,
 //	        task.toml.environment.*, task.image <ref>, task.solution/... (oracle)
 //	verify: agent.fingerprint, task.tests/..., task.toml.verifier.*, task.target,
-//	        verifier.*
+//	        verifier.*, verifier.separate.image <ref> (separateGroup)
 //	judge:  verify.fingerprint, judge.<name>.*, judge.<name>/<file>
 
 func jsonMarshal(v any) ([]byte, error) {

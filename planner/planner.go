@@ -142,6 +142,7 @@ type declared struct {
 	task *dataset.Task
 	rep  int
 	fp   [3]fpHex // agent, verify, judge
+	sep  *group   // a separate verifier's images (separateGroup), or nil
 	seen bool     // the state has a current attempt at this address
 
 	needsManifest bool // apply will run it
@@ -512,6 +513,9 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 					variants[nv] = variant{key, tinfo}
 					nv++
 				}
+				// A separate verifier's images, for the few tasks whose
+				// verifier runs in an environment of its own.
+				sep := p.separateGroup(t, e, info.settings)
 				mine := ptrs[hi*e.Attempts : (hi+1)*e.Attempts]
 				for rep := 1; rep <= e.Attempts; rep++ {
 					d := &ds[hi*e.Attempts+rep-1]
@@ -523,8 +527,9 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
 					}
 					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
-					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], tinfo.verify, vg)
-					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil)
+					d.sep = sep
+					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], sep, tinfo.verify, vg)
+					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil, nil)
 					mine[rep-1] = d
 				}
 				perHarness[hi][ti] = mine
@@ -783,11 +788,49 @@ func (p *planner) finish(decl []*declared) []error {
 			}
 			pa.Changes = p.changes(d, olds[i].old, olds[i].new, stages)
 			pa.IsolationChange = isolationChange(pa.Changes, olds[i].sandbox, ms[i].Sandbox)
+			separateMigration(pa, olds[i].old)
 		}
 	})
 	// Report in address order, whatever the scheduling.
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
+}
+
+// separateMigrationReason says why an attempt recorded by a hemra that
+// did not fingerprint a separate verifier's base images acts.
+const separateMigrationReason = "hemra now fingerprints a separate verifier's base images (tests/Dockerfile's FROM lines, [verifier.environment] docker_image), which the record of this attempt, made by an earlier hemra, lacks: its verifier runs once more"
+
+// separateMigration tells an attempt whose only reason to act is the
+// separate verifier's image inputs that hemra added (the prior record has
+// none) so, rather than "the verifier's inputs changed": an upgrade must
+// not re-verify a store's separate-verifier attempts unexplained. With
+// other changes too the note is a second reason.
+func separateMigration(pa *PlannedAttempt, old []state.Input) {
+	if pa.Action != ActionReverify && pa.Action != ActionRerun {
+		return
+	}
+	for _, in := range old {
+		if strings.HasPrefix(in.Path, separatePrefix) {
+			return
+		}
+	}
+	added, other := false, false
+	for _, c := range pa.Changes {
+		if strings.HasPrefix(c.Path, separatePrefix) && c.Old == "" {
+			added = true
+		} else {
+			other = true
+		}
+	}
+	switch {
+	case !added:
+	case other || pa.Action == ActionRerun && firstReason(pa) != "the verifier's inputs changed and the agent's snapshot was not kept, so the agent must run again":
+		pa.Reasons = append(pa.Reasons, separateMigrationReason)
+	case pa.Action == ActionRerun:
+		pa.Reasons = []string{separateMigrationReason + ", and the agent's snapshot was not kept, so the agent must run again"}
+	default:
+		pa.Reasons = []string{separateMigrationReason}
+	}
 }
 
 // manifestOf builds the manifest of a declared attempt that will run.
@@ -1016,9 +1059,13 @@ func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *stat
 	}
 	chainV := &group{inputs: []state.Input{{Stage: StageVerify, Path: chainAgent, Value: d.fp[0].String()}}}
 	chainJ := &group{inputs: []state.Input{{Stage: StageJudge, Path: chainVerify, Value: d.fp[1].String()}}}
+	sep := d.sep
+	if sep == nil {
+		sep = &group{}
+	}
 	groups := []*group{
 		ag, d.hi.group, full.agent,
-		chainV, full.verify, vg,
+		chainV, sep, full.verify, vg,
 		chainJ, jg.group,
 	}
 	n := 0
@@ -1046,6 +1093,9 @@ func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *stat
 	}
 	for r, dg := range full.images {
 		images[r] = dg
+	}
+	for _, in := range sep.inputs {
+		images[strings.TrimPrefix(in.Path, separatePrefix)] = in.Value
 	}
 	// task.toml's cpus, memory_mb and allow_internet narrow the operator's
 	// settings, never loosen them.

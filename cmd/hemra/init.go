@@ -18,9 +18,11 @@ type InitCmd struct {
 }
 
 func (c *InitCmd) Help() string {
-	return `Resolves every image tag the configuration uses (sandbox images, and the
-docker_image and Dockerfile FROM lines of tasks run in their own image) to
-a digest and writes them to hemra.lock.hcl. Commit the lock file with the
+	return `Resolves every image tag the configuration uses (sandbox images, the
+docker_image and Dockerfile FROM lines of tasks run in their own image, and
+those of a Harbor task's separate verifier: tests/Dockerfile's FROM lines or
+[verifier.environment] docker_image) to a digest and writes them to
+hemra.lock.hcl. Commit the lock file with the
 configuration: every plan then runs the same images, and a changed digest
 shows in review. Entries already in the lock are kept unless -upgrade;
 entries no longer used are dropped. References pinned by digest need no
