@@ -103,7 +103,7 @@ func (e *executor) attempt(ctx context.Context, j *job) {
 	a.rec.close(func(err error) {
 		if err == nil {
 			a.releaseSuperseded(ctx, out.Snapshot)
-			a.trimWorkspace(&out)
+			a.tidyWorkspace(&out)
 		}
 		report(err)
 	})

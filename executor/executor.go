@@ -61,6 +61,13 @@ type Options struct {
 	// Programs finds hemra's in-sandbox programs (the MCP connector); nil
 	// is sandboxbin.Default().
 	Programs *sandboxbin.Locator
+	// KeepWork keeps every attempt's work folder (apply -keep-work). By
+	// default the work folder of an attempt that ended with a result
+	// (passed, task_failure, agent_timeout, unscored) is removed once its
+	// outcome is recorded, but for the local snapshot a later re-verify
+	// restores from; an attempt that ended in an error keeps what
+	// trimWorkspace leaves.
+	KeepWork bool
 }
 
 // Report is what an apply did.

@@ -3,7 +3,6 @@ package executor_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,11 +120,21 @@ func TestMisbehavingHarnesses(t *testing.T) {
 		}
 	}
 
-	// The forker's child did not outlive its attempt.
+	// The forker's child did not outlive its attempt. It passed, so its
+	// work folder holds only the snapshot a re-verify restores from: the
+	// pid is read from its stored agent log.
 	fa, _ := st.CurrentAttempt("e/forker/hello#1")
-	pidFile := filepath.Join(st.WorkDir(fa.ID), "logs", "agent", "child.pid")
-	if b, err := os.ReadFile(pidFile); err != nil {
-		t.Errorf("forker wrote no pid: %v", err)
+	if entries, err := os.ReadDir(st.WorkDir(fa.ID)); err != nil || len(entries) != 1 || entries[0].Name() != "snapshot" {
+		t.Errorf("the work folder of a passed attempt holds %v (%v), want only snapshot/", entries, err)
+	}
+	var pidBlob string
+	for _, f := range fa.Outcome.Logs {
+		if f.Path == "agent/child.pid" {
+			pidBlob = f.SHA256
+		}
+	}
+	if b, err := st.Blob(pidBlob); err != nil {
+		t.Errorf("forker wrote no pid (logs %+v): %v", fa.Outcome.Logs, err)
 	} else if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
 		t.Errorf("the forker's child %d is still running after the apply", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -8,7 +8,61 @@ import (
 	"github.com/hemra-dev/hemra/state"
 )
 
-// trimWorkspace runs once an attempt's outcome is durable. It removes from
+// tidyWorkspace runs once an attempt's outcome is durable. An attempt
+// that ended with a result (passed, task_failure, agent_timeout,
+// unscored) has every output stored (the record, the blobs of its logs,
+// artifacts and command output, the event log): its work folder goes,
+// all but its own local snapshot (snapshot/, which a later re-verify
+// restores from; an empty one is no folder at all, see
+// local.EmptySnapshot). An attempt that ended in an error, or every
+// attempt under Options.KeepWork (apply -keep-work), keeps its work folder
+// for a look, less what trimWorkspace removes.
+func (a *attemptRun) tidyWorkspace(out *state.Outcome) {
+	if a.ws == "" {
+		return
+	}
+	if a.e.opts.KeepWork || !resultClass(out.Class) {
+		a.trimWorkspace(out)
+		return
+	}
+	own := filepath.Join(a.ws, local.SnapshotDir)
+	keep := out.Snapshot == own
+	for _, st := range out.Steps {
+		keep = keep || st.Snapshot == own
+	}
+	if !keep {
+		_ = os.RemoveAll(a.ws)
+		return
+	}
+	root, err := os.OpenRoot(a.ws)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	entries, err := fsReadDir(root, ".")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Name() != local.SnapshotDir {
+			_ = root.RemoveAll(e.Name())
+		}
+	}
+}
+
+// resultClass reports whether an attempt of this class ended with a
+// result rather than an error: its work folder holds nothing the store
+// does not.
+func resultClass(c state.Class) bool {
+	switch c {
+	case state.ClassPassed, state.ClassTaskFailure, state.ClassAgentTimeout, classUnscored:
+		return true
+	}
+	return false
+}
+
+// trimWorkspace runs once an attempt's outcome is durable, for an attempt
+// whose work folder is kept (tidyWorkspace). It removes from
 // the attempt's work folder what the store or the task already holds, so
 // work folders do not grow by a copy of every task per attempt:
 //
@@ -42,7 +96,7 @@ func (a *attemptRun) trimWorkspace(out *state.Outcome) {
 		removeEmptyDirs(root, dir)
 	}
 	_ = root.RemoveAll(local.TestsDir)
-	if a.j.settings.Kind == "local" && out.Snapshot != "" {
+	if a.j.settings.Kind == "local" && filepath.IsAbs(out.Snapshot) {
 		if _, err := os.Stat(filepath.Join(out.Snapshot, local.AppDir)); err == nil {
 			_ = root.RemoveAll(local.AppDir)
 		}

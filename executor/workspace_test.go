@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/hemra-dev/hemra/executor"
+	"github.com/hemra-dev/hemra/planner"
 	"github.com/hemra-dev/hemra/state"
 )
 
@@ -101,4 +104,120 @@ eval "e" {
 	if u := usage(); u.Work > 16<<20 {
 		t.Errorf("after a re-run: work folders take %d MiB", u.Work>>20)
 	}
+}
+
+// Once an attempt is recorded with a result, its work folder goes: a nop
+// attempt leaves nothing (its snapshot is local.EmptySnapshot, no
+// folder), an oracle attempt only the snapshot/ a re-verify restores
+// from, and an attempt that ended in an error keeps its folder. Both
+// snapshots serve a re-verify. Options.KeepWork keeps every folder.
+func TestWorkFolderRemovedOnceRecorded(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"main.hcl": `sandbox "local" {
+  kind = "local"
+}
+harness "oracle" {
+  builtin = "oracle"
+  sandbox = sandbox.local
+}
+harness "nop" {
+  builtin = "nop"
+  sandbox = sandbox.local
+}
+dataset "d" {
+  source = "./tasks"
+}
+eval "e" {
+  dataset   = dataset.d
+  harnesses = [harness.oracle, harness.nop]
+}
+`,
+		"tasks/hello/task.toml":          "",
+		"tasks/hello/instruction.md":     "Say hello.\n",
+		"tasks/hello/solution/solve.sh":  "#!/bin/sh\necho hello > \"$HEMRA_WORKDIR/hello.txt\"\n",
+		"tasks/hello/tests/test.sh":      "#!/bin/sh\ngrep -q hello \"$HEMRA_WORKDIR/hello.txt\" && echo 1 > \"$HEMRA_VERIFIER_LOGS/reward.txt\" || echo 0 > \"$HEMRA_VERIFIER_LOGS/reward.txt\"\n",
+		"tasks/broken/task.toml":         "",
+		"tasks/broken/instruction.md":    "Nothing.\n",
+		"tasks/broken/solution/solve.sh": "#!/bin/sh\ntrue\n",
+		"tasks/broken/tests/test.sh":     "#!/bin/sh\necho no reward\n",
+	})
+	e := newEnv(t, dir)
+	left := func(id string) []string {
+		entries, err := os.ReadDir(filepath.Join(e.store, "work", id))
+		if os.IsNotExist(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, en := range entries {
+			names = append(names, en.Name())
+		}
+		return names
+	}
+	check := func(rep *executor.Report, keepAll, reverify bool) {
+		t.Helper()
+		want := map[string]state.Class{
+			"e/oracle/hello#1": state.ClassPassed, "e/nop/hello#1": state.ClassTaskFailure,
+			"e/oracle/broken#1": state.ClassVerifierError, "e/nop/broken#1": state.ClassVerifierError,
+		}
+		for _, a := range rep.Attempts {
+			if a.Class != want[a.Address] {
+				t.Fatalf("%s: %s %s, want %s", a.Address, a.Class, a.Error, want[a.Address])
+			}
+			got := strings.Join(left(a.AttemptID), " ")
+			switch {
+			case keepAll || a.Class == state.ClassVerifierError:
+				if !strings.Contains(got, "logs") {
+					t.Errorf("%s (%s): work folder holds %q, want it kept", a.Address, a.Class, got)
+				}
+			case a.Address == "e/oracle/hello#1" && !reverify:
+				if got != "snapshot" {
+					t.Errorf("%s: work folder holds %q, want only snapshot", a.Address, got)
+				}
+			default:
+				if got != "" {
+					t.Errorf("%s: work folder holds %q, want none", a.Address, got)
+				}
+			}
+		}
+	}
+	rep, _ := e.apply(context.Background(), 2)
+	check(rep, false, false)
+	var oracleFirst string
+	for _, a := range rep.Attempts {
+		if a.Address == "e/oracle/hello#1" {
+			oracleFirst = a.AttemptID
+		}
+	}
+
+	// Re-verify both harnesses' attempts at hello, from their snapshots.
+	writeFiles(t, dir, map[string]string{"tasks/hello/tests/test.sh": "#!/bin/sh\n# edited\ngrep -q hello \"$HEMRA_WORKDIR/hello.txt\" && echo 1 > \"$HEMRA_VERIFIER_LOGS/reward.txt\" || echo 0 > \"$HEMRA_VERIFIER_LOGS/reward.txt\"\n"})
+	plan, _ := e.plan()
+	for _, pa := range plan.Attempts {
+		if strings.Contains(pa.Address, "/hello#") && pa.Action != planner.ActionReverify {
+			t.Fatalf("%s: %s after editing the test, want re-verify", pa.Address, pa.Action)
+		}
+	}
+	rep, _ = e.apply(context.Background(), 2)
+	if len(rep.Attempts) != 2 {
+		t.Fatalf("re-verify: %d attempts", len(rep.Attempts))
+	}
+	// A re-verify restores its prior's snapshot into a work folder of its
+	// own, which goes; the prior's snapshot stays, as the current attempt
+	// still names it.
+	check(rep, false, true)
+	if got := strings.Join(left(oracleFirst), " "); got != "snapshot" {
+		t.Errorf("the re-verified attempt's work folder holds %q, want its snapshot", got)
+	}
+
+	e.opts.KeepWork = true
+	writeFiles(t, dir, map[string]string{"tasks/hello/instruction.md": "Say hello again.\n", "tasks/broken/instruction.md": "Nothing again.\n"})
+	rep, _ = e.apply(context.Background(), 2)
+	if len(rep.Attempts) != 4 {
+		t.Fatalf("re-run: %d attempts", len(rep.Attempts))
+	}
+	check(rep, true, false)
 }

@@ -36,6 +36,7 @@ type ApplyCmd struct {
 	AutoApprove bool   `name:"auto-approve" help:"Do not ask for confirmation."`
 	Parallelism int    `name:"parallelism" placeholder:"N" help:"Attempts run at once (default: the number of CPUs)."`
 	JSON        bool   `name:"json" help:"Print progress events and the summary as JSON lines (needs -auto-approve or a plan file)."`
+	KeepWork    bool   `name:"keep-work" help:"Keep every attempt's work folder (.hemra/work/ID). By default an attempt that ended with a result has its work folder removed once its outcome is recorded, all but the local snapshot a re-verify restores from; one that ended in an error keeps it."`
 }
 
 func (c *ApplyCmd) Help() string {
@@ -55,6 +56,14 @@ A saved plan is planned again, with the variable values, -target, -replace
 and -require it keeps, and applied only when it is that plan attempt for
 attempt; the differences are named otherwise. Sensitive variables are not
 kept: give them again. A -var that differs from the plan's is refused.
+
+Work folders: an attempt that ended with a result (passed, task_failure,
+agent_timeout, unscored) has everything it produced in the store (its
+record, the blobs of its logs, artifacts and command output, its event
+log), so its work folder is removed once the outcome is recorded; only a
+local snapshot/ that a later re-verify restores from stays. An attempt
+that ended in an error (infra, protocol, verifier or task error,
+interrupted) keeps its work folder to look into. -keep-work keeps them all.
 
 Exit status: 0 when every attempt finished (task failures included),
 1 when any ended in an infrastructure error, was interrupted, or on an error.`
@@ -137,6 +146,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 		Env:         g.lookupEnv,
 		Events:      view.Event,
 		PlanSHA256:  planDigest,
+		KeepWork:    c.KeepWork,
 	})
 	view.Close()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -254,39 +255,86 @@ func (in *instance) DownloadLimited(ctx context.Context, path, hostPath string, 
 // directory, its logs and its artifacts, which is what a verifier reads.
 var snapshotDirs = []string{AppDir, AgentLogsDir, ArtifactsDir}
 
+// EmptySnapshot is the snapshot of a workspace whose app/, logs/agent/
+// and artifacts/ hold nothing (a nop agent's): no folder is made for it,
+// restoring it empties those folders, and removing it removes nothing.
+const EmptySnapshot = "local:empty"
+
 // Snapshot copies app/, logs/agent/ and artifacts/ to snapshot/ in the
 // workspace, replacing an earlier snapshot, and returns its absolute
-// path. Symlinks are copied as symlinks, never followed.
+// path; a folder that is empty is left out (restoring empties it). When
+// all three are empty it makes no folder and returns EmptySnapshot.
+// Symlinks are copied as symlinks, never followed.
 func (in *instance) Snapshot(ctx context.Context) (string, error) {
 	if err := in.root.RemoveAll(SnapshotDir); err != nil {
 		return "", fmt.Errorf("local sandbox: snapshot: %w", err)
 	}
+	ref := EmptySnapshot
 	for _, d := range snapshotDirs {
-		if _, err := in.root.Lstat(d); errors.Is(err, os.ErrNotExist) {
+		if empty, err := emptyDir(in.root, d); err == nil && empty || errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err := copyTree(ctx, in.root, d, in.root, filepath.Join(SnapshotDir, d), true); err != nil {
 			return "", fmt.Errorf("local sandbox: snapshot of %s: %w", d, err)
 		}
+		ref = filepath.Join(in.ws, SnapshotDir)
 	}
-	return filepath.Join(in.ws, SnapshotDir), nil
+	return ref, nil
 }
 
-// restore replaces the workspace's snapshot folders with the snapshot's.
-func (in *instance) restore(snapshot string) error {
-	src, err := os.OpenRoot(snapshot)
+// emptyDir reports whether name is a folder with nothing in it.
+func emptyDir(root *os.Root, name string) (bool, error) {
+	fi, err := root.Lstat(name)
 	if err != nil {
-		return err
+		return false, err
 	}
-	defer src.Close()
+	if !fi.IsDir() {
+		return false, nil
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return false, nil
+	}
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	return true, nil
+}
+
+// restore replaces the workspace's snapshot folders with the snapshot's;
+// a folder the snapshot leaves out is emptied.
+func (in *instance) restore(snapshot string) error {
+	var src *os.Root
+	if snapshot != EmptySnapshot {
+		var err error
+		if src, err = os.OpenRoot(snapshot); err != nil {
+			return err
+		}
+		defer src.Close()
+	}
 	same := filepath.Clean(snapshot) == filepath.Join(in.ws, SnapshotDir)
 	for _, d := range snapshotDirs {
+		if src == nil {
+			if err := in.clear(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := src.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			if err := in.clear(d); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := in.root.RemoveAll(d); err != nil {
 			return err
 		}
+		var err error
 		if same {
 			// Restoring into the workspace the snapshot lives in.
 			err = copyTree(context.Background(), in.root, filepath.Join(SnapshotDir, d), in.root, d, true)
@@ -298,6 +346,17 @@ func (in *instance) restore(snapshot string) error {
 		}
 	}
 	return nil
+}
+
+// clear makes name an empty folder, touching nothing when it is one.
+func (in *instance) clear(name string) error {
+	if empty, err := emptyDir(in.root, name); err == nil && empty {
+		return nil
+	}
+	if err := in.root.RemoveAll(name); err != nil {
+		return err
+	}
+	return ensureDir(in.root, name)
 }
 
 // Stop kills every process group this instance started that is still

@@ -151,6 +151,9 @@ func (p *Provider) Validate(s sandbox.Settings) error {
 // workspace's snapshot/), once the executor no longer needs it: the
 // attempt it belongs to was superseded. Anything else is refused.
 func (p *Provider) RemoveSnapshot(_ context.Context, ref string) error {
+	if ref == EmptySnapshot {
+		return nil // no folder
+	}
 	ref = filepath.Clean(ref)
 	if !filepath.IsAbs(ref) || filepath.Base(ref) != SnapshotDir {
 		return fmt.Errorf("local sandbox: %s is not a snapshot folder", ref)
@@ -158,6 +161,9 @@ func (p *Provider) RemoveSnapshot(_ context.Context, ref string) error {
 	if err := os.RemoveAll(ref); err != nil {
 		return fmt.Errorf("local sandbox: removing snapshot %s: %w", ref, err)
 	}
+	// Its workspace goes too when nothing else is left in it (the work
+	// folder of a recorded attempt holds only its snapshot).
+	_ = os.Remove(filepath.Dir(ref))
 	return nil
 }
 
