@@ -348,7 +348,10 @@ func storeRel(store *state.Store, p string) (string, error) {
 	return filepath.ToSlash(rel), nil
 }
 
-// blobsOf is every blob an attempt record names.
+// blobsOf is every blob an attempt record names: its inputs' and every
+// blob of its outcome (Outcome.EachBlob: artifacts, log files, task
+// commands' stdout and stderr, the steps' through the same lists, judges'
+// model calls, reward-details.json).
 func blobsOf(a *state.Attempt) []string {
 	var out []string
 	for _, in := range a.Manifest.Inputs {
@@ -356,29 +359,11 @@ func blobsOf(a *state.Attempt) []string {
 			out = append(out, in.Blob)
 		}
 	}
-	o := a.Outcome
-	if o == nil {
-		return out
-	}
-	add := func(sha string) {
+	a.Outcome.EachBlob(func(sha, _ string) {
 		if state.ValidSHA256(sha) {
 			out = append(out, sha)
 		}
-	}
-	for _, art := range o.Artifacts {
-		add(art.SHA256)
-	}
-	// The judges' model calls (request and response bodies) and rewardkit's
-	// reward-details.json.
-	for _, name := range sortedNames(o.Judges) {
-		for _, c := range o.Judges[name].Calls {
-			add(c.RequestBlob)
-			add(c.ResponseBlob)
-		}
-	}
-	if o.RewardDetails != nil {
-		add(o.RewardDetails.Blob)
-	}
+	})
 	return out
 }
 
@@ -633,7 +618,7 @@ func exportHemra(store *state.Store, t Target, out sink, opts ExportOptions, now
 		fmt.Fprint(w, "- `runs/<run>.json`: the apply runs the attempts belong to.\n")
 		fmt.Fprint(w, "- `attempts/<id>.json`: each attempt's record as the state holds it: manifest (fingerprints and their inputs), transitions, outcome.\n")
 		fmt.Fprint(w, "- `events/`: each attempt's event log, at the path its record names.\n")
-		fmt.Fprint(w, "- `blobs/sha256/<aa>/<sha256>`: every file a record names by SHA-256 (inputs, artifacts).\n")
+		fmt.Fprint(w, "- `blobs/sha256/<aa>/<sha256>`: every file a record names by SHA-256 (inputs, artifacts, log folder files, task commands' stdout and stderr, judges' calls).\n")
 		fmt.Fprint(w, "- `SHA256SUMS`: the SHA-256 of every file; check with `sha256sum -c SHA256SUMS`.\n\n")
 		fmt.Fprint(w, "Read it back into a store with `hemra import -format hemra <this folder or archive>`.\n\n")
 		fmt.Fprint(w, "## Attempts\n\n| address | status | class | reward | record | events |\n|---|---|---|---:|---|---|\n")

@@ -22,10 +22,16 @@ import (
 //
 //	<job>/config.json        the job's config (JobConfig)
 //	<job>/result.json        JobResult with its stats, without trial_results (as Harbor writes it)
-//	<job>/<trial>/config.json, result.json   TrialConfig, TrialResult
-//	<job>/<trial>/agent/     hemra-events.jsonl (the attempt's event log), stderr.txt
-//	<job>/<trial>/verifier/  reward.txt, or reward.json with every reward key
+//	<job>/<trial>/config.json, result.json   TrialConfig, TrialResult (with step_results)
+//	<job>/<trial>/agent/     the agent log folder's files (oracle.txt, exit-code.txt, ...),
+//	                         hemra-events.jsonl (the attempt's event log), stderr.txt,
+//	                         hemra-commands/<command>.stdout.txt, .stderr.txt (each stream whole)
+//	<job>/<trial>/verifier/  the verifier log folder's files (test-stdout.txt, reward.txt or
+//	                         reward.json, ctrf.json, reward-details.json, ...), hemra-commands/
 //	<job>/<trial>/artifacts/ the harness's artifacts
+//	<job>/<trial>/steps/<step>/{agent,verifier,artifacts}/   the same per step, for a
+//	                         multi-step task (no verifier/ at the top: its rewards are the steps')
+//	<job>/<trial>/judges/    hemra's judges' model calls
 //
 // plus README.md and SHA256SUMS at the top. An attempt imported from
 // Harbor gets its original files back at their places.
@@ -284,8 +290,9 @@ func exportHarbor(store *state.Store, t Target, out sink, opts ExportOptions, no
 			now.Format(time.RFC3339), opts.HemraVersion, meta.Lineage, meta.Serial, rep.Attempts, plural(rep.Attempts, "trial", "trials"), job)
 		fmt.Fprint(w, notRedacted)
 		fmt.Fprint(w, "This folder is a Harbor job folder: `result.json` (the job's JobResult and stats), `config.json`, and one folder per ")
-		fmt.Fprint(w, "trial with its `result.json` (TrialResult), `config.json`, `agent/` (hemra's event log of the attempt, its stderr), ")
-		fmt.Fprint(w, "`verifier/` (the reward) and `artifacts/`. Harbor's tools (`harbor view`, its result models) read it; ")
+		fmt.Fprint(w, "trial with its `result.json` (TrialResult), `config.json`, `agent/` (the agent's log files, hemra's event log of the attempt, its stderr, ")
+		fmt.Fprint(w, "each command's output in `hemra-commands/`), `verifier/` (the verifier's log files and the reward), `artifacts/`, ")
+		fmt.Fprint(w, "and `steps/<step>/` with the same for a multi-step task. Harbor's tools (`harbor view`, its result models) read it; ")
 		fmt.Fprint(w, "`hemra import` reads it back. `SHA256SUMS` holds the SHA-256 of every file.\n\n")
 		fmt.Fprint(w, "## Trials\n\n| trial | hemra attempt | class | reward |\n|---|---|---|---:|\n")
 	})
@@ -392,13 +399,28 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 		}
 	}
 	files := []trialFile{}
+	multi := len(m.Steps) > 0 || a.Outcome != nil && len(a.Outcome.Steps) > 0
 	if o := a.Outcome; o != nil {
+		// The log folders' files first, at the paths Harbor's trial folder
+		// has them (agent/oracle.txt, verifier/reward.json,
+		// verifier/test-stdout.txt, steps/<name>/verifier/ctrf.json, ...):
+		// what the verifier wrote wins over what is written below from the
+		// record.
+		rewardFile := false
+		for _, l := range o.Logs {
+			if state.ValidSHA256(l.SHA256) && safeRel(l.Path) == nil {
+				files = append(files, trialFile{rel: l.Path, src: store.BlobPath(l.SHA256)})
+				rewardFile = rewardFile || l.Path == "verifier/reward.txt" || l.Path == "verifier/reward.json"
+			}
+		}
+		files = append(files, commandFiles(store, o.Commands)...)
 		if !o.StartedAt.IsZero() {
 			first = o.StartedAt
 		}
 		if !o.FinishedAt.IsZero() {
 			final = o.FinishedAt
 		}
+		tr.StepResults = harborSteps(o, final)
 		if len(o.Rewards) > 0 || o.Reward != nil {
 			rewards := map[string]*float64{}
 			for k, v := range o.Rewards {
@@ -409,9 +431,14 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 				rewards["reward"] = o.Reward
 			}
 			tr.VerifierResult = &harborjob.VerifierResult{Rewards: rewards}
-			if len(rewards) == 1 && rewards["reward"] != nil {
+			switch {
+			case multi || rewardFile:
+				// A multi-step trial has its rewards per step
+				// (steps/<name>/verifier/), none at the top; the verifier's
+				// own reward file is the one Harbor's folder has.
+			case len(rewards) == 1 && rewards["reward"] != nil:
 				files = append(files, trialFile{rel: "verifier/reward.txt", data: []byte(pyFloat(*rewards["reward"]) + "\n")})
-			} else {
+			default:
 				b, _ := json.MarshalIndent(o.Rewards, "", "  ")
 				files = append(files, trialFile{rel: "verifier/reward.json", data: append(b, '\n')})
 			}
@@ -433,7 +460,7 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 		if o.StderrTail != "" {
 			files = append(files, trialFile{rel: "agent/stderr.txt", data: []byte(o.StderrTail)})
 		}
-		if d := o.RewardDetails; d != nil && state.ValidSHA256(d.Blob) {
+		if d := o.RewardDetails; d != nil && state.ValidSHA256(d.Blob) && !multi {
 			files = append(files, trialFile{rel: "verifier/reward-details.json", src: store.BlobPath(d.Blob)})
 		}
 		// hemra's judges, which Harbor has no place for: each model call's
@@ -449,21 +476,29 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 				}
 			}
 		}
+		var origin []trialFile
 		for _, art := range o.Artifacts {
 			if !state.ValidSHA256(art.SHA256) || safeRel(art.Path) != nil {
 				continue
 			}
-			rel := "artifacts/" + art.Path
 			if a.Origin != nil {
-				// Harbor's own files go back where they were, but for the
-				// two this export writes afresh.
-				if art.Path == "result.json" || art.Path == "config.json" {
-					continue
+				// Harbor's own files go back where they were (before what
+				// this export writes from the record), but for the two it
+				// writes afresh.
+				if art.Path != "result.json" && art.Path != "config.json" {
+					origin = append(origin, trialFile{rel: art.Path, src: store.BlobPath(art.SHA256)})
 				}
-				rel = art.Path
+				continue
+			}
+			// A step's artifacts are steps/<name>/<path> in the record,
+			// steps/<name>/artifacts/<path> in Harbor's trial folder.
+			rel := "artifacts/" + art.Path
+			if step, rest, ok := stepPath(art.Path); ok && multi {
+				rel = "steps/" + step + "/artifacts/" + rest
 			}
 			files = append(files, trialFile{rel: rel, src: store.BlobPath(art.SHA256)})
 		}
+		files = append(origin, files...)
 	}
 	if ev := eventsRel(store, a); ev != "" {
 		files = append(files, trialFile{rel: "agent/hemra-events.jsonl", src: filepath.Join(store.Dir(), filepath.FromSlash(ev))})
@@ -495,6 +530,91 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 	}
 	return tr, uniq, nil
 }
+
+// stepPath splits "steps/<name>/<rest>".
+func stepPath(p string) (step, rest string, ok bool) {
+	r, ok := strings.CutPrefix(p, "steps/")
+	if !ok {
+		return "", "", false
+	}
+	step, rest, ok = strings.Cut(r, "/")
+	return step, rest, ok && step != "" && rest != ""
+}
+
+// commandFiles are the task commands' output streams, which Harbor's
+// trial folder has only merged (agent/oracle.txt, verifier/test-stdout.txt,
+// kept among the log files): each stream whole, beside them, in the
+// folder of its stage (agent/ or verifier/, under steps/<name>/ for a
+// step) as hemra-commands/<command>.stdout.txt and .stderr.txt.
+func commandFiles(store *state.Store, cmds []state.CommandOutput) []trialFile {
+	var out []trialFile
+	used := map[string]int{}
+	for _, c := range cmds {
+		dir := "agent/"
+		if c.Stage == "verify" {
+			dir = "verifier/"
+		}
+		if c.Step != "" {
+			dir = "steps/" + harborjob.SafeName(c.Step) + "/" + dir
+		}
+		name := c.Name
+		if c.Step != "" {
+			// In the step's folder already.
+			name = strings.TrimPrefix(name, "steps/"+c.Step+"/")
+		}
+		base := dir + "hemra-commands/" + harborjob.SafeName(name)
+		if n := used[base]; n > 0 {
+			// The same command twice in one folder (a re-verify keeps
+			// the agent's): numbered from the second.
+			used[base]++
+			base += "." + strconv.Itoa(n+1)
+		} else {
+			used[base] = 1
+		}
+		for _, s := range []struct {
+			name string
+			out  *state.Output
+		}{{"stdout", c.Stdout}, {"stderr", c.Stderr}} {
+			if s.out != nil && state.ValidSHA256(s.out.SHA256) {
+				out = append(out, trialFile{rel: base + "." + s.name + ".txt", src: store.BlobPath(s.out.SHA256)})
+			}
+		}
+	}
+	return out
+}
+
+// harborSteps are a multi-step attempt's step results as Harbor's
+// StepResult list: each step's name, rewards and error (nil for a
+// single-step attempt).
+func harborSteps(o *state.Outcome, at time.Time) []harborjob.StepResult {
+	if len(o.Steps) == 0 {
+		return nil
+	}
+	out := make([]harborjob.StepResult, 0, len(o.Steps))
+	for _, s := range o.Steps {
+		sr := harborjob.StepResult{StepName: s.Name}
+		if len(s.Rewards) > 0 || s.Reward != nil {
+			rewards := map[string]*float64{}
+			for k, v := range s.Rewards {
+				v := v
+				rewards[k] = &v
+			}
+			if len(rewards) == 0 {
+				rewards["reward"] = s.Reward
+			}
+			sr.VerifierResult = &harborjob.VerifierResult{Rewards: rewards}
+		}
+		if s.Error != "" {
+			sr.ExceptionInfo = &harborjob.ExceptionInfo{ExceptionType: StepErrorType, ExceptionMessage: s.Error, OccurredAt: harborjob.Time{Time: at}}
+		}
+		out = append(out, sr)
+	}
+	return out
+}
+
+// StepErrorType is the exception_type of a step that ended in an error
+// (hemra's record keeps the message, not a Python exception's class).
+const StepErrorType = "HemraStepError"
 
 // taskChecksum is a SHA-256 over the task's inputs in the manifest (its
 // files' contents), standing in for Harbor's checksum of the task folder.

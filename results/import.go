@@ -287,6 +287,22 @@ func harborAttempt(t *harborjob.Trial, eval, harness, task string, rep int, runI
 	} else if o.Reward == nil {
 		o.Error = "the trial has no verifier result"
 	}
+	for _, sr := range tr.StepResults {
+		so := state.StepOutcome{Name: sr.StepName}
+		if sr.VerifierResult != nil {
+			r := (&harborjob.TrialResult{VerifierResult: sr.VerifierResult}).Rewards()
+			if v, ok := harborjob.RewardOf(r); ok {
+				so.Reward, so.Rewards = &v, r
+			}
+		}
+		if x := sr.ExceptionInfo; x != nil {
+			so.Error = x.ExceptionMessage
+			if x.ExceptionType != StepErrorType {
+				so.Error = x.ExceptionType + ": " + x.ExceptionMessage
+			}
+		}
+		o.Steps = append(o.Steps, so)
+	}
 	if i, c, out, cost, ok := tr.Usage(); ok {
 		u, _ := json.Marshal(state.TokenUsage{InputTokens: i, CacheTokens: c, OutputTokens: out, CostUSD: cost})
 		o.Usage = u

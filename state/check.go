@@ -285,7 +285,7 @@ type attemptCheck struct {
 // checkAttempts checks the attempt records with ids in [from, to) ("":
 // open-ended): each against its history, open and summary entries and its
 // event log, each group it names present; the blobs its own inputs and
-// artifacts name are collected.
+// outcome name (Outcome.EachBlob) are collected.
 func (v *View) checkAttempts(storeDir, from, to string) *attemptCheck {
 	c := &attemptCheck{named: map[string]string{}, firstUse: map[string]string{}, ids: map[string]bool{}}
 	problem := func(format string, args ...any) { c.problems = append(c.problems, fmt.Sprintf(format, args...)) }
@@ -359,15 +359,13 @@ func (v *View) checkAttempts(storeDir, from, to string) *attemptCheck {
 				problem("attempts/%s (%s): event log %s is missing", id, a.Address, a.Outcome.EventsLog)
 			}
 		}
-		if a.Outcome != nil {
-			for _, art := range a.Outcome.Artifacts {
-				if !ValidSHA256(art.SHA256) {
-					problem("attempts/%s: artifact %s has no valid SHA-256 (%q)", id, art.Path, art.SHA256)
-					continue
-				}
-				name(art.SHA256, "attempt "+id+" artifact "+art.Path)
+		a.Outcome.EachBlob(func(sha, what string) {
+			if !ValidSHA256(sha) {
+				problem("attempts/%s: %s has no valid SHA-256 (%q)", id, what, sha)
+				return
 			}
-		}
+			name(sha, "attempt "+id+" "+what)
+		})
 	}
 	return c
 }

@@ -2,6 +2,9 @@ package state
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -387,4 +390,48 @@ type Run struct {
 	// (hemra apply PLANFILE), "" for a run that planned itself: a plan file
 	// applied once is recognised when it is applied again.
 	PlanSHA256 string `json:"plan_sha256,omitempty"`
+}
+
+// EachBlob calls fn for every blob an attempt's outcome names, with what
+// names it ("artifact x", "log verifier/reward.txt", "command
+// tests/test.sh stdout", ...): its artifacts, log files, task commands'
+// output, judges' model calls and rewardkit's reward-details.json. A
+// multi-step task's steps name theirs through the same lists (logs under
+// steps/<name>/, commands with their step). Empty names are skipped;
+// invalid ones are passed on for the caller to judge.
+func (o *Outcome) EachBlob(fn func(sha, what string)) {
+	if o == nil {
+		return
+	}
+	for _, art := range o.Artifacts {
+		fn(art.SHA256, "artifact "+art.Path)
+	}
+	for _, l := range o.Logs {
+		fn(l.SHA256, "log "+l.Path)
+	}
+	for _, c := range o.Commands {
+		name := c.Name
+		if c.Step != "" {
+			name = "step " + c.Step + " " + name
+		}
+		if c.Stdout != nil && c.Stdout.SHA256 != "" {
+			fn(c.Stdout.SHA256, "command "+name+" stdout")
+		}
+		if c.Stderr != nil && c.Stderr.SHA256 != "" {
+			fn(c.Stderr.SHA256, "command "+name+" stderr")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Judges)) {
+		for _, c := range o.Judges[name].Calls {
+			if c.RequestBlob != "" {
+				fn(c.RequestBlob, fmt.Sprintf("judge %s call %d request", name, c.Seq))
+			}
+			if c.ResponseBlob != "" {
+				fn(c.ResponseBlob, fmt.Sprintf("judge %s call %d response", name, c.Seq))
+			}
+		}
+	}
+	if o.RewardDetails != nil && o.RewardDetails.Blob != "" {
+		fn(o.RewardDetails.Blob, "reward-details.json")
+	}
 }

@@ -19,11 +19,13 @@ type ExportCmd struct {
 
 func (c *ExportCmd) Help() string {
 	return `Writes a self-contained copy: every attempt record (manifest, transitions,
-outcome), its event log, every blob it names (inputs, artifacts), the runs
-they belong to, a README.md index and SHA256SUMS, with nothing outside it
-referenced. -format harbor writes Harbor's job layout instead (result.json,
-config.json, one folder per trial with result.json, agent/, verifier/,
-artifacts/), which Harbor's own tools read.
+outcome), its event log, every blob it names (inputs, artifacts, log folder
+files, each task command's stdout and stderr, every step's of a multi-step
+task, judges' calls), the runs they belong to, a README.md index and
+SHA256SUMS, with nothing outside it referenced. -format harbor writes
+Harbor's job layout instead (result.json, config.json, one folder per trial
+with result.json, agent/, verifier/, artifacts/, and steps/<step>/ with the
+same for a multi-step task), which Harbor's own tools read.
 
 Exports are NOT redacted: they hold what the store holds (task inputs, every
 event, stderr, artifacts). They never hold an environment variable's value.
