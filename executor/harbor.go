@@ -739,6 +739,11 @@ func hasShebang(hostFile string) bool {
 // Harbor collects them best-effort; so does hemra, noting what failed.
 func (t *trial) collectArtifacts(ctx context.Context, st trialStep) error {
 	a := t.a
+	if a.j.settings.Kind == config.KindLocal && !dirHasEntries(t.inst.Paths().Artifacts) {
+		// A host folder with nothing in it: nothing to copy out (and no
+		// folders to make for it).
+		return nil
+	}
 	dst := filepath.Join(t.collected, "artifacts", filepath.FromSlash(st.prefix()))
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return infraErr("preparing the workspace: %v", err)
@@ -798,12 +803,16 @@ func (t *trial) downloadLogs(ctx context.Context, inst sandbox.Instance, st tria
 	if _, err := os.Stat(dst); err == nil {
 		return nil // already copied (before a separate verifier)
 	}
+	merged := filepath.Join(t.collected, "merged", filepath.FromSlash(st.prefix()))
+	if t.a.j.settings.Kind == config.KindLocal && !dirHasEntries(inst.Paths().AgentLogs) &&
+		!fileExists(filepath.Join(merged, "oracle.txt")) && !fileExists(filepath.Join(merged, "exit-code.txt")) {
+		return nil // nothing to copy out (a nop agent's)
+	}
 	if err := download(ctx, inst, inst.Paths().AgentLogs, dst, t.a.e.logLimits()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return t.a.downloadError("/logs/agent", err)
 	}
 	// What hemra kept beside the container's files (oracle.txt when the
 	// log folder is not writable from outside).
-	merged := filepath.Join(t.collected, "merged", filepath.FromSlash(st.prefix()))
 	for _, name := range []string{"oracle.txt", "exit-code.txt"} {
 		if _, err := os.Stat(filepath.Join(dst, name)); err == nil {
 			continue
@@ -835,6 +844,11 @@ func (t *trial) emptyDirs(ctx context.Context, user string, paths ...string) {
 		}
 	}
 	t.a.log.note("step", "agent", "could not empty "+strings.Join(dirs, ", "))
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func shellQuote(s string) string {

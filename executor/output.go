@@ -15,13 +15,22 @@ import (
 // rest is counted and dropped; the command never blocks on it.
 const MaxOutputBytes = 16 << 20
 
-// capture keeps a command's stream in a host file of the attempt's
-// workspace, up to max bytes, and its last bytes in memory for messages.
-// merged, when set, receives the stream too (Harbor's oracle.txt and
-// test-stdout.txt hold stdout and stderr together).
+// captureMemBytes is how much of a stream a capture holds in memory
+// before it spills to its file: most task commands print a few lines,
+// and a file per stream per command would be most of what an attempt
+// writes to disk.
+const captureMemBytes = 64 << 10
+
+// capture keeps a command's stream, up to max bytes, in memory and, past
+// captureMemBytes, in a host file of the attempt's workspace, and its
+// last bytes in memory for messages. merged, when set, receives the
+// stream too (Harbor's oracle.txt and test-stdout.txt hold stdout and
+// stderr together).
 type capture struct {
 	mu      sync.Mutex
-	f       *os.File
+	buf     []byte   // the stream while it fits in memory
+	f       *os.File // the stream once it did not; nil when closed
+	spilled bool
 	path    string
 	max     int64
 	kept    int64
@@ -32,14 +41,7 @@ type capture struct {
 }
 
 func newCapture(path string, max int64, merged io.Writer) (*capture, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return &capture{f: f, path: path, max: max, tail: &tail{max: tailSize}, merged: merged}, nil
+	return &capture{path: path, max: max, tail: &tail{max: tailSize}, merged: merged}, nil
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -51,8 +53,17 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	keep := min(int64(len(p)), c.max-c.kept)
 	if keep > 0 && c.err == nil {
-		if _, err := c.f.Write(p[:keep]); err != nil {
-			c.err = err
+		if !c.spilled && int64(len(c.buf))+keep > captureMemBytes {
+			c.err = c.spill()
+		}
+		switch {
+		case c.err != nil:
+		case c.spilled:
+			if _, err := c.f.Write(p[:keep]); err != nil {
+				c.err = err
+			}
+		default:
+			c.buf = append(c.buf, p[:keep]...)
 		}
 		c.kept += keep
 	}
@@ -60,7 +71,25 @@ func (c *capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// close ends the file; store then keeps it as a blob.
+// spill moves what is in memory to the capture's file, which takes the
+// rest of the stream.
+func (c *capture) spill() error {
+	c.spilled = true
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	c.f = f
+	_, err = f.Write(c.buf)
+	c.buf = nil
+	return err
+}
+
+// close ends the file, if there is one; store then keeps the stream as a
+// blob.
 func (c *capture) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,12 +108,22 @@ func (c *capture) close() error {
 // and removes the file.
 func (c *capture) store(st *state.Store) (*state.Output, error) {
 	if err := c.close(); err != nil {
+		if c.spilled {
+			os.Remove(c.path)
+		}
 		return nil, fmt.Errorf("keeping the output: %w", err)
 	}
-	defer os.Remove(c.path)
 	if c.kept == 0 && c.dropped == 0 {
 		return nil, nil
 	}
+	if !c.spilled {
+		sha, err := st.PutBlob(c.buf)
+		if err != nil {
+			return nil, fmt.Errorf("storing the output: %w", err)
+		}
+		return &state.Output{SHA256: sha, Size: int64(len(c.buf)), Dropped: c.dropped}, nil
+	}
+	defer os.Remove(c.path)
 	sha, size, err := st.PutBlobFile(c.path)
 	if err != nil {
 		return nil, fmt.Errorf("storing the output: %w", err)

@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hemra-dev/hemra/state"
 )
@@ -16,12 +17,18 @@ const maxPendingRecords = 256
 // durable when it returns, but nothing a worker does next depends on it:
 // a crash before a write lands leaves the attempt open or unrecorded, and
 // the next writer records it as interrupted or the next plan runs it
-// again. The writes of an attempt that are waiting when the previous ones
-// land go to the store together, as one transaction, and writes of
-// different attempts reach the store together, so the store's writer
-// commits them in shared transactions: one fsync for many writes rather
-// than one per write. A write is never held back to wait for more: a
-// plan made while the apply runs must see the attempts it is running.
+// again. A write waits at most recordLinger for the attempt's next ones
+// (its outcome is never held back), and they go to the store together,
+// as one transaction: an attempt that ends within recordLinger (a nop
+// attempt) is one commit, not one per stage. Writes of different
+// attempts reach the store together, so the store's writer commits them
+// in shared transactions: one fsync for many writes rather than one per
+// write. A plan made while the apply runs sees the attempts it is running
+// recordLinger late at most.
+
+// recordLinger is how long an attempt's write waits for the ones that
+// follow it before it is committed on its own.
+const recordLinger = 50 * time.Millisecond
 
 type recorder struct {
 	ops   chan recordOp
@@ -44,17 +51,24 @@ func (e *executor) newRecorder() *recorder {
 		defer e.recWG.Done()
 		for op := range r.ops {
 			ops := []recordOp{op}
+			var linger *time.Timer
 		more:
 			for !ops[len(ops)-1].final {
+				if linger == nil {
+					linger = time.NewTimer(recordLinger)
+				}
 				select {
 				case next, ok := <-r.ops:
 					if !ok {
 						break more
 					}
 					ops = append(ops, next)
-				default:
+				case <-linger.C:
 					break more
 				}
+			}
+			if linger != nil {
+				linger.Stop()
 			}
 			if r.err == nil {
 				r.err = r.write(e.store, ops)

@@ -73,6 +73,9 @@ func (s *Store) PutBlob(data []byte) (string, error) {
 	})
 }
 
+// smallBlob is the size up to which PutBlobFile reads a file into memory.
+const smallBlob = 1 << 20
+
 // PutBlobFile stores the content of the file at path and returns its
 // SHA-256 and size. The file is read once.
 func (s *Store) PutBlobFile(path string) (string, int64, error) {
@@ -84,10 +87,24 @@ func (s *Store) PutBlobFile(path string) (string, int64, error) {
 		return "", 0, err
 	}
 	defer src.Close()
-	if st, err := src.Stat(); err != nil {
+	st, err := src.Stat()
+	if err != nil {
 		return "", 0, err
 	} else if !st.Mode().IsRegular() {
 		return "", 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() <= smallBlob {
+		// Hashed in memory first: content already stored (an empty
+		// stderr, a reward of 0) costs no temporary file.
+		data, err := io.ReadAll(src)
+		if err != nil {
+			return "", 0, fmt.Errorf("storing %s: %w", path, err)
+		}
+		sha, err := s.PutBlob(data)
+		if err != nil {
+			return "", 0, fmt.Errorf("storing %s: %w", path, err)
+		}
+		return sha, int64(len(data)), nil
 	}
 	sha, size, err := s.PutBlobReader(src)
 	if err != nil {
@@ -172,15 +189,66 @@ func (s *Store) installBlob(tmp *os.File, sha string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("storing blob %s: %w", sha, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	newDir := false
+	if err := os.Mkdir(filepath.Dir(final), 0o755); err == nil {
+		newDir = true
+	} else if !errors.Is(err, fs.ErrExist) {
+		if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		newDir = true
 	}
 	if err := os.Rename(tmp.Name(), final); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("storing blob %s: %w", sha, err)
 	}
-	return syncDir(filepath.Dir(final))
+	s.blobMu.Lock()
+	if s.blobDirs == nil {
+		s.blobDirs = map[string]struct{}{}
+	}
+	s.blobDirs[filepath.Dir(final)] = struct{}{}
+	if newDir {
+		s.blobDirs[filepath.Dir(filepath.Dir(final))] = struct{}{}
+	}
+	s.blobMu.Unlock()
+	return nil
+}
+
+// syncBlobDirs makes the renames of the blobs stored since it last ran
+// durable, before the next commit (and at Close): one fsync per folder
+// that took a blob, on the store's writer rather than on the path of
+// whoever stored the blob, and once for every blob of the batch in that
+// folder. A blob's content is synced before its rename (installBlob), so
+// its name only ever holds all of it; a crash before this sync can lose
+// the name of a blob no record names yet, which the next write stores
+// again. (syncfs(2), one call for all, measured 3 ms a call against 0.5
+// ms a folder fsync on a shared machine: it flushes everyone's writes.)
+func (s *Store) syncBlobDirs() error {
+	s.blobMu.Lock()
+	dirs := s.blobDirs
+	s.blobDirs = nil
+	s.blobMu.Unlock()
+	if len(dirs) == 0 {
+		return nil
+	}
+	var err error
+	for d := range dirs {
+		if err = syncDir(d); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		s.blobMu.Lock()
+		if s.blobDirs == nil {
+			s.blobDirs = map[string]struct{}{}
+		}
+		for d := range dirs {
+			s.blobDirs[d] = struct{}{}
+		}
+		s.blobMu.Unlock()
+	}
+	return err
 }
 
 // syncDir makes a rename in dir durable.

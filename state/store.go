@@ -50,6 +50,11 @@ type Store struct {
 
 	opens atomic.Int64 // state.db opens, for DBOpens
 	wrote atomic.Bool  // a batch was committed: Close refreshes the backup
+
+	// blobDirs are the blob folders a blob was renamed into since the
+	// last commit, synced together before it (syncBlobDirs).
+	blobMu   sync.Mutex
+	blobDirs map[string]struct{}
 }
 
 // DBOpens is how many times this Store has opened state.db: one per read
@@ -164,9 +169,9 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.stopped
-	var err error
+	err := s.syncBlobDirs()
 	if s.wrote.Load() {
-		err = s.verifyAndBackup()
+		err = errors.Join(err, s.verifyAndBackup())
 	}
 	return errors.Join(err, releaseWriterLock(s.lock))
 }

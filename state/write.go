@@ -78,6 +78,14 @@ func (s *Store) commit(batch []*writeReq) {
 			r.done <- err
 		}
 	}()
+	// The blobs stored before these writes are durable before any of
+	// them: a record never names a blob a crash can take away.
+	if err := s.syncBlobDirs(); err != nil {
+		for _, r := range batch {
+			results[r] = fmt.Errorf("making the stored blobs durable: %w", err)
+		}
+		return
+	}
 	db, err := s.openDB(true)
 	if err != nil {
 		for _, r := range batch {
