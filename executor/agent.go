@@ -165,6 +165,9 @@ type commandResult struct {
 	timedOut bool
 	stdout   string // tails
 	stderr   string
+	// merged is stdout and stderr together, for a command whose
+	// commandSpec.mergedInMemory is set (never nil then).
+	merged []byte
 }
 
 // tailSize bounds the output of a command kept in memory and recorded.

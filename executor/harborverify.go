@@ -269,6 +269,9 @@ func (t *trial) runTests(ctx context.Context, inst sandbox.Instance, st trialSte
 		req:     sandbox.ExecRequest{Command: cmd, Env: stageEnv, User: t.user(j.verifierUser(st.cfg))},
 		timeout: timeout,
 		merged:  merged,
+		// Only its bytes are needed, when test.sh writes no
+		// test-stdout.txt: no file for it.
+		mergedInMemory: true,
 	})
 	if err != nil {
 		return err
@@ -282,11 +285,9 @@ func (t *trial) runTests(ctx context.Context, inst sandbox.Instance, st trialSte
 		}
 		return infraErr("%scopying the verifier's logs out of the sandbox: %v", st.label(), err)
 	}
-	if _, err := os.Stat(filepath.Join(dst, "test-stdout.txt")); err != nil {
-		if b, err := os.ReadFile(merged); err == nil {
-			_ = os.MkdirAll(dst, 0o700)
-			_ = os.WriteFile(filepath.Join(dst, "test-stdout.txt"), b, 0o600)
-		}
+	if _, err := os.Stat(filepath.Join(dst, "test-stdout.txt")); err != nil && r.merged != nil {
+		_ = os.MkdirAll(dst, 0o700)
+		_ = os.WriteFile(filepath.Join(dst, "test-stdout.txt"), r.merged, 0o600)
 	}
 	if r.timedOut {
 		res.err = fmt.Sprintf("%stests/test.sh did not finish within %s", st.label(), timeout)
@@ -316,6 +317,9 @@ type commandSpec struct {
 	// merged, when set, is a host file that receives stdout and stderr
 	// together (Harbor's oracle.txt, test-stdout.txt), up to the cap.
 	merged string
+	// mergedInMemory keeps merged in memory (commandResult.merged), in
+	// the file only past captureMemBytes.
+	mergedInMemory bool
 }
 
 // exec runs a task command, keeps its output whole up to MaxOutputBytes
@@ -326,7 +330,12 @@ func (t *trial) exec(ctx context.Context, inst sandbox.Instance, c commandSpec) 
 	n := len(a.out.Commands)
 	outDir := filepath.Join(a.ws, "output")
 	var merged io.Writer
-	if c.merged != "" {
+	var mergedCap *capture
+	switch {
+	case c.merged != "" && c.mergedInMemory:
+		mergedCap, _ = newCapture(c.merged, MaxOutputBytes, nil)
+		merged = mergedCap
+	case c.merged != "":
 		if err := os.MkdirAll(filepath.Dir(c.merged), 0o700); err != nil {
 			return commandResult{}, infraErr("preparing the workspace: %v", err)
 		}
@@ -350,6 +359,9 @@ func (t *trial) exec(ctx context.Context, inst sandbox.Instance, c commandSpec) 
 	// after Harbor's docker exec (a server the tests reach).
 	c.req.KeepBackground = true
 	res, runErr := runCommandTo(ctx, inst, c.req, c.timeout, tailSize, stdout, stderr)
+	if mergedCap != nil {
+		res.merged = mergedCap.contents()
+	}
 	rec := state.CommandOutput{Stage: c.stage, Step: c.step, Name: c.name, TimedOut: res.timedOut}
 	if runErr == nil && !res.timedOut {
 		code := res.exit

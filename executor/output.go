@@ -104,6 +104,21 @@ func (c *capture) close() error {
 	return c.err
 }
 
+// contents ends the capture and returns what it kept (never nil),
+// removing its file if it made one.
+func (c *capture) contents() []byte {
+	_ = c.close()
+	if !c.spilled {
+		return append([]byte{}, c.buf...)
+	}
+	defer os.Remove(c.path)
+	b, _ := os.ReadFile(c.path)
+	if b == nil {
+		b = []byte{}
+	}
+	return b
+}
+
 // store keeps the captured bytes as a blob (nil when there were none)
 // and removes the file.
 func (c *capture) store(st *state.Store) (*state.Output, error) {
