@@ -546,3 +546,86 @@ func legacySeparate(t *testing.T, prior *planner.MemoryPrior, addr string) {
 	c.VerifyFingerprint, c.JudgeFingerprint = m.VerifyFingerprint, m.JudgeFingerprint
 	prior.Currents[addr] = c
 }
+
+// A plan that keeps no manifest reports the same plan and the same
+// diagnostics, warnings included, as one that keeps them: a cold plan of
+// each golden case's "after" side, and its plan against the case's prior.
+func TestLazyPlanSameDiagnostics(t *testing.T) {
+	cases, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		dir := filepath.Join("testdata", c.Name())
+		ar, err := txtar.ParseFile(filepath.Join(dir, "case.txtar"))
+		if err != nil || strings.HasPrefix(c.Name(), "_") {
+			continue
+		}
+		t.Run(c.Name(), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "after")
+			copyDir(t, "testdata/_base", root)
+			for _, f := range ar.Files {
+				name := f.Name
+				if name == "flags" || name == "state" || strings.HasPrefix(name, "before/") {
+					continue
+				}
+				name = strings.TrimPrefix(name, "after/")
+				if name == "DELETE" {
+					for _, p := range strings.Fields(string(f.Data)) {
+						os.RemoveAll(filepath.Join(root, p))
+					}
+					continue
+				}
+				writeFile(t, filepath.Join(root, name), f.Data)
+			}
+			prior, err := planner.LoadMemoryPrior(filepath.Join(dir, "prior.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pr := range []planner.Prior{planner.EmptyPrior(), prior} {
+				lazySameAsKept(t, root, pr)
+			}
+		})
+	}
+	// Tasks that cannot run as declared: their warnings come whether the
+	// manifests are kept or not.
+	t.Run("task_warnings", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "eval")
+		copyDir(t, "testdata/_base", root)
+		os.Remove(filepath.Join(root, "tasks/hello/solution/solve.sh"))
+		f, err := os.OpenFile(filepath.Join(root, "tasks/sum/task.toml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("\n[environment.env]\nTOKEN = \"${HEMRA_TEST_UNSET}\"\n")
+		f.Close()
+		diags := lazySameAsKept(t, root, planner.EmptyPrior())
+		for _, want := range []string{"the oracle runs solution/solve.sh", "HEMRA_TEST_UNSET"} {
+			if !strings.Contains(diags, want) {
+				t.Errorf("no warning about %q in:\n%s", want, diags)
+			}
+		}
+	})
+}
+
+// lazySameAsKept plans root against prior keeping no manifest and keeping
+// them, compares the plans and the diagnostics, and returns these.
+func lazySameAsKept(t *testing.T, root string, prior planner.Prior) string {
+	t.Helper()
+	var out, diagText [2]string
+	for i, min := range []int{1, 1 << 30} {
+		restore := planner.SetLazyMin(min)
+		cfg := load(t, root)
+		plan, diags := planner.Compute(cfg, prior, imageOpts(t, cfg, root, planner.Options{HemraVersion: "test"}))
+		restore()
+		lines := strings.Split(diagLines(diags), "\n")
+		sort.Strings(lines)
+		diagText[i] = strings.Join(lines, "\n")
+		js, _ := json.Marshal(plan)
+		out[i] = diagText[i] + "\n" + string(js)
+	}
+	if out[0] != out[1] {
+		t.Errorf("without kept manifests:\n%s\nwith them:\n%s", out[0], out[1])
+	}
+	return diagText[0]
+}

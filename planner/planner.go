@@ -733,9 +733,23 @@ func (p *planner) finish(decl []*declared) []error {
 		if lazy {
 			full = map[taskKey]*taskInfo{}
 		}
+		// The chunk's attempts share their isolation notes: a few per
+		// harness, not one per attempt.
+		var notes []*isoNote
 		for i, d := range part {
+			if lazy && !d.changed && !d.task.HasCompose() {
+				// Nothing to explain and nothing kept: the isolation
+				// summary needs the sandbox record only, not the inputs.
+				// (A compose task's problems come with its full inputs.)
+				var kind string
+				d.iso, kind = p.isoOnly(d)
+				d.iso = internNote(&notes, d.iso)
+				d.pa.build = func() *state.Manifest { return p.manifestOf(d, nil) }
+				d.pa.kind = kind
+				continue
+			}
 			ms[i] = p.manifestOf(d, full)
-			d.iso = isoNoteOf(ms[i])
+			d.iso = internNote(&notes, isoNoteOf(ms[i]))
 			if lazy {
 				d.pa.build = func() *state.Manifest { return p.manifestOf(d, nil) }
 				d.pa.kind = ms[i].Sandbox.Kind
@@ -879,6 +893,41 @@ func isoNoteOf(m *state.Manifest) *isoNote {
 		}
 	}
 	return n
+}
+
+// internNote returns the note of notes equal to n, or adds n to them.
+func internNote(notes *[]*isoNote, n *isoNote) *isoNote {
+	for _, o := range *notes {
+		if o.taskDefaults == n.taskDefaults && o.verifierMode == n.verifierMode && slices.Equal(o.loosenings, n.loosenings) {
+			return o
+		}
+	}
+	*notes = append(*notes, n)
+	return n
+}
+
+// isoOnly is what isoNoteOf reads of an attempt's manifest, and its
+// sandbox kind, without building the manifest's inputs: the sandbox
+// record manifest makes (its settings, loosenings and harborRecord's,
+// which also reports the task's warnings) and the eval's verifier mode.
+func (p *planner) isoOnly(d *declared) (*isoNote, string) {
+	settings := p.attemptSettings(d, nil)
+	m := &state.Manifest{Sandbox: state.SandboxRecord{
+		Kind:       settings.Kind,
+		Loosenings: append(sandbox.Loosenings(settings), mcpLoosenings(d.h)...),
+	}}
+	p.harborRecord(d, m, settings, nil)
+	n := &isoNote{loosenings: m.Sandbox.Loosenings, taskDefaults: settings.TaskDefaults}
+	// verifier.mode is the verifier group's only (verifierGroup).
+	for _, in := range p.verifierGroup(d.eval).inputs {
+		if in.Path == "verifier.mode" {
+			var mode string
+			if json.Unmarshal([]byte(in.Value), &mode) == nil {
+				n.verifierMode = mode
+			}
+		}
+	}
+	return n, settings.Kind
 }
 
 // viewer is implemented by *state.Store: many reads in one transaction.
@@ -1097,18 +1146,7 @@ func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *stat
 	for _, in := range sep.inputs {
 		images[strings.TrimPrefix(in.Path, separatePrefix)] = in.Value
 	}
-	// task.toml's cpus, memory_mb and allow_internet narrow the operator's
-	// settings, never loosen them.
-	settings := sandbox.ForTask(d.hi.settings, d.task)
-	if d.hi.usesTaskImage {
-		settings.Image = full.image
-		settings.Build = full.build
-		settings.TaskImage = d.task.Kind != "jsonl"
-		settings.Compose = full.compose
-		if w := taskWorkdir(d.task); w != "" {
-			settings.Workdir = w
-		}
-	}
+	settings := p.attemptSettings(d, full)
 	settingsJSON, _ := jsonMarshal(settings)
 	required := p.required(d.eval)
 	offered := make([]string, len(d.hi.offered))
@@ -1154,6 +1192,27 @@ func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *stat
 	}
 	p.harborRecord(d, m, settings, full)
 	return m
+}
+
+// attemptSettings are the sandbox settings an attempt runs with; full,
+// its task's full inputs, gives the task's image, build and compose
+// environment (left out when nil).
+func (p *planner) attemptSettings(d *declared, full *taskInfo) sandbox.Settings {
+	// task.toml's cpus, memory_mb and allow_internet narrow the operator's
+	// settings, never loosen them.
+	settings := sandbox.ForTask(d.hi.settings, d.task)
+	if d.hi.usesTaskImage {
+		if full != nil {
+			settings.Image = full.image
+			settings.Build = full.build
+			settings.Compose = full.compose
+		}
+		settings.TaskImage = d.task.Kind != "jsonl"
+		if w := taskWorkdir(d.task); w != "" {
+			settings.Workdir = w
+		}
+	}
+	return settings
 }
 
 func taskWorkdir(t *dataset.Task) string {
