@@ -16,8 +16,12 @@ func hashCachePath(g *Globals) string {
 }
 
 // openHashCache opens the store's file hash cache (empty when there is
-// none or it is unreadable).
+// none or it is unreadable), or returns nil when there is no store: the
+// cache would not be saved (saveHashCache), so it is not built either.
 func openHashCache(g *Globals) *dataset.HashCache {
+	if fi, err := os.Stat(g.StorePath()); err != nil || !fi.IsDir() {
+		return nil
+	}
 	return dataset.OpenHashCache(hashCachePath(g))
 }
 
@@ -25,6 +29,9 @@ func openHashCache(g *Globals) *dataset.HashCache {
 // reads never creates the store for it: without a store there is no
 // cache. Failing to write it is a warning; nothing depends on it.
 func saveHashCache(g *Globals, hc *dataset.HashCache) {
+	if hc == nil {
+		return
+	}
 	if fi, err := os.Stat(g.StorePath()); err != nil || !fi.IsDir() {
 		return
 	}
