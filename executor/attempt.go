@@ -126,14 +126,32 @@ func (a *attemptRun) releaseSuperseded(ctx context.Context, kept string) {
 	if priorID == "" || priorID == a.id {
 		return
 	}
-	st := a.e.store
-	prior, err := st.Attempt(priorID)
-	if err != nil || prior.Outcome == nil || prior.Outcome.Snapshot == "" || prior.Outcome.Snapshot == kept {
-		return
-	}
-	ref := prior.Outcome.Snapshot
-	cur, err := st.CurrentAttempt(a.j.pa.Address)
-	if err != nil || cur == nil || cur.ID == priorID || cur.Outcome != nil && cur.Outcome.Snapshot == ref {
+	// One read of the state: the prior attempt, and the address's
+	// current summary (this attempt, normally, whose snapshot is kept).
+	var prior *state.Attempt
+	var ref string
+	release := false
+	err := a.e.store.View(func(v *state.View) error {
+		p, err := v.Attempt(priorID)
+		if err != nil || p.Outcome == nil || p.Outcome.Snapshot == "" || p.Outcome.Snapshot == kept {
+			return err
+		}
+		prior, ref = p, p.Outcome.Snapshot
+		cur, ok, err := v.Current(a.j.pa.Address)
+		if err != nil || !ok || cur.AttemptID == priorID {
+			return err
+		}
+		if cur.AttemptID != a.id {
+			// Another attempt became current since: its snapshot is kept.
+			c, err := v.Attempt(cur.AttemptID)
+			if err != nil || c.Outcome != nil && c.Outcome.Snapshot == ref {
+				return err
+			}
+		}
+		release = true
+		return nil
+	})
+	if err != nil || !release {
 		return
 	}
 	r, ok := a.e.opts.Providers[prior.Manifest.Sandbox.Kind].(snapshotRemover)
