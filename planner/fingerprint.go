@@ -116,7 +116,7 @@ func newGroup(name string, inputs []state.Input) *group {
 // fingerprint combines group hashes into a stage fingerprint. groups must
 // be sorted by name; empty groups are skipped. It runs three times per
 // attempt, so it works in a stack buffer.
-func fingerprint(stage string, groups ...*group) fpHex {
+func fingerprint(stage string, groups ...*group) fpSum {
 	var arr [512]byte
 	buf := append(arr[:0], "hemra-fp/1 "...)
 	buf = append(buf, stage...)
@@ -130,30 +130,38 @@ func fingerprint(stage string, groups ...*group) fpHex {
 		buf = append(buf, g.hex[:]...)
 		buf = append(buf, '\n')
 	}
-	sum := sha256.Sum256(buf)
-	var out fpHex
-	hex.Encode(out[:], sum[:])
-	return out
+	return sha256.Sum256(buf)
 }
 
-// fpHex is a fingerprint in hex, held inline so 100,000 attempts' three
-// fingerprints are not 300,000 separate strings.
+// fpHex is a group's hash in hex, as fingerprints list it.
 type fpHex [64]byte
 
-func (f *fpHex) String() string { return string(f[:]) }
+// fpSum is a fingerprint, held inline and unencoded so a million
+// attempts' three fingerprints are neither 3,000,000 separate strings
+// nor 192 bytes each; its String is the hex a manifest records.
+type fpSum [sha256.Size]byte
+
+func (f *fpSum) String() string { return hex.EncodeToString(f[:]) }
+
+// appendHex appends the fingerprint in hex.
+func (f *fpSum) appendHex(b []byte) []byte { return hex.AppendEncode(b, f[:]) }
 
 // equals compares with a recorded fingerprint without allocating.
-func (f *fpHex) equals(s string) bool { return string(f[:]) == s }
+func (f *fpSum) equals(s string) bool {
+	var h fpHex
+	hex.Encode(h[:], f[:])
+	return string(h[:]) == s
+}
 
 // chainedFingerprint is fingerprint with a "chain" group holding one input
 // (the previous stage's fingerprint) before up to three other groups (in
 // name order; nil ones skipped), computed without building the group: it
 // runs twice per attempt.
-func chainedFingerprint(stage, chainPath string, prev *fpHex, g1, g2, g3 *group) fpHex {
+func chainedFingerprint(stage, chainPath string, prev *fpSum, g1, g2, g3 *group) fpSum {
 	var line [128]byte
 	b := append(line[:0], chainPath...)
 	b = append(b, 0)
-	b = append(b, prev[:]...)
+	b = prev.appendHex(b)
 	b = append(b, '\n')
 	sum := sha256.Sum256(b)
 	chain := group{name: "chain", n: 1}

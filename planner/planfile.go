@@ -52,7 +52,7 @@ func ConfigHash(cfg *config.Config, decl []*declared) string {
 		buf = append(buf, d.pa.Address...)
 		for i := range d.fp {
 			buf = append(buf, ' ')
-			buf = append(buf, d.fp[i][:]...)
+			buf = d.fp[i].appendHex(buf)
 		}
 		buf = append(buf, '\n')
 		h.Write(buf)

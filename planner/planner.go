@@ -140,8 +140,7 @@ type declared struct {
 	hi   *harnessInfo
 	ti   *taskInfo
 	task *dataset.Task
-	rep  int
-	fp   [3]fpHex // agent, verify, judge
+	fp   [3]fpSum // agent, verify, judge
 	sep  *group   // a separate verifier's images (separateGroup), or nil
 	seen bool     // the state has a current attempt at this address
 
@@ -524,7 +523,7 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						pa: PlannedAttempt{
 							Address: string(addr), Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
-						eval: e, h: h, hi: info, ti: tinfo, task: t, rep: rep,
+						eval: e, h: h, hi: info, ti: tinfo, task: t,
 					}
 					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
 					d.sep = sep
@@ -615,11 +614,16 @@ func (p *planner) snapshotKept(cur *state.Current) bool {
 	return p.opts.SnapshotExists(a.Outcome.Snapshot)
 }
 
+// neverAttempted is the reason of every attempt never run, one slice for
+// all of them (a million attempts in a cold plan); its capacity is its
+// length, so appending to it copies.
+var neverAttempted = []string{"never attempted"}
+
 func (p *planner) decide(d *declared, cur *state.Current) error {
 	pa := &d.pa
 	if cur == nil {
 		pa.Action = ActionRun
-		pa.Reasons = []string{"never attempted"}
+		pa.Reasons = neverAttempted[:1:1]
 		d.needsManifest = true
 		return nil
 	}
@@ -1100,7 +1104,7 @@ func sortAttempts(as []*PlannedAttempt) {
 
 // manifest builds the manifest the attempt will be recorded with.
 func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *state.Manifest {
-	ag := p.attemptGroup(d.rep, p.opts.ExecutionSemanticsVersion)
+	ag := p.attemptGroup(d.pa.Repetition, p.opts.ExecutionSemanticsVersion)
 	vg := p.verifierGroup(d.eval)
 	jg := p.judgeGroup(d.eval)
 	if full == nil {
@@ -1170,7 +1174,7 @@ func (p *planner) manifest(d *declared, reusedFrom string, full *taskInfo) *stat
 		Eval:              d.eval.Name,
 		Harness:           d.h.Name,
 		Task:              d.task.Name,
-		Repetition:        d.rep,
+		Repetition:        d.pa.Repetition,
 		AgentFingerprint:  d.fp[0].String(),
 		VerifyFingerprint: d.fp[1].String(),
 		JudgeFingerprint:  d.fp[2].String(),
