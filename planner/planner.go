@@ -138,7 +138,6 @@ type declared struct {
 	eval *config.Eval
 	h    *config.Harness
 	hi   *harnessInfo
-	ti   *taskInfo
 	task *dataset.Task
 	fp   [3]fpSum // agent, verify, judge
 	sep  *group   // a separate verifier's images (separateGroup), or nil
@@ -458,11 +457,12 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 			infos[i] = p.harness(h)
 		}
 		tasks := e.Dataset.Tasks
-		// perHarness[h][t] holds the attempts of harness h on task t.
-		perHarness := make([][][]*declared, len(harnesses))
-		for i := range perHarness {
-			perHarness[i] = make([][]*declared, len(tasks))
-		}
+		// One allocation for the eval's attempts (task by task, so a
+		// task's attempts are together), one for the pointers to them in
+		// address order: harness, task, repetition.
+		per := len(harnesses) * e.Attempts
+		block := make([]declared, len(tasks)*per)
+		ptrs := make([]*declared, len(block))
 		parallel(len(tasks), func(ti int) {
 			t := tasks[ti]
 			var base *taskBase
@@ -474,10 +474,7 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 			}
 			var variants [4]variant
 			nv := 0
-			// One allocation for the task's attempts, one for the
-			// pointers to them.
-			ds := make([]declared, len(harnesses)*e.Attempts)
-			ptrs := make([]*declared, len(ds))
+			ds := block[ti*per : (ti+1)*per]
 			var addr []byte
 			for hi, h := range harnesses {
 				info := infos[hi]
@@ -515,7 +512,6 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 				// A separate verifier's images, for the few tasks whose
 				// verifier runs in an environment of its own.
 				sep := p.separateGroup(t, e, info.settings)
-				mine := ptrs[hi*e.Attempts : (hi+1)*e.Attempts]
 				for rep := 1; rep <= e.Attempts; rep++ {
 					d := &ds[hi*e.Attempts+rep-1]
 					addr = strconv.AppendInt(addr[:prefix], int64(rep), 10)
@@ -523,24 +519,23 @@ func (p *planner) expand(evals []*config.Eval) []*declared {
 						pa: PlannedAttempt{
 							Address: string(addr), Eval: e.Name, Harness: h.Name, Task: t.Name, Repetition: rep,
 						},
-						eval: e, h: h, hi: info, ti: tinfo, task: t,
+						eval: e, h: h, hi: info, task: t,
 					}
 					d.fp[0] = fingerprint(StageAgent, attemptGroups[rep], info.group, tinfo.agent)
 					d.sep = sep
 					d.fp[1] = chainedFingerprint(StageVerify, chainAgent, &d.fp[0], sep, tinfo.verify, vg)
 					d.fp[2] = chainedFingerprint(StageJudge, chainVerify, &d.fp[1], jg.group, nil, nil)
-					mine[rep-1] = d
+					ptrs[(hi*len(tasks)+ti)*e.Attempts+rep-1] = d
 				}
-				perHarness[hi][ti] = mine
 			}
 			if base != nil {
 				basePool.Put(base)
 			}
 		})
-		for _, perTask := range perHarness {
-			for _, ds := range perTask {
-				out = append(out, ds...)
-			}
+		if out == nil {
+			out = ptrs
+		} else {
+			out = append(out, ptrs...)
 		}
 	}
 	return out
