@@ -421,15 +421,7 @@ func harborTrial(store *state.Store, a *state.Attempt, job, jobID string) (*harb
 			final = o.FinishedAt
 		}
 		tr.StepResults = harborSteps(o, final)
-		if len(o.Rewards) > 0 || o.Reward != nil {
-			rewards := map[string]*float64{}
-			for k, v := range o.Rewards {
-				v := v
-				rewards[k] = &v
-			}
-			if len(rewards) == 0 {
-				rewards["reward"] = o.Reward
-			}
+		if rewards := harborRewards(o.Rewards, o.Reward); rewards != nil {
 			tr.VerifierResult = &harborjob.VerifierResult{Rewards: rewards}
 			switch {
 			case multi || rewardFile:
@@ -593,15 +585,7 @@ func harborSteps(o *state.Outcome, at time.Time) []harborjob.StepResult {
 	out := make([]harborjob.StepResult, 0, len(o.Steps))
 	for _, s := range o.Steps {
 		sr := harborjob.StepResult{StepName: s.Name}
-		if len(s.Rewards) > 0 || s.Reward != nil {
-			rewards := map[string]*float64{}
-			for k, v := range s.Rewards {
-				v := v
-				rewards[k] = &v
-			}
-			if len(rewards) == 0 {
-				rewards["reward"] = s.Reward
-			}
+		if rewards := harborRewards(s.Rewards, s.Reward); rewards != nil {
 			sr.VerifierResult = &harborjob.VerifierResult{Rewards: rewards}
 		}
 		if s.Error != "" {
@@ -626,4 +610,21 @@ func taskChecksum(m *state.Manifest) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// harborRewards is a verifier result's rewards as Harbor's result.json
+// holds them: every key, or the single "reward" when only that was
+// recorded; nil when there is none.
+func harborRewards(keys map[string]float64, reward *float64) map[string]*float64 {
+	if len(keys) == 0 && reward == nil {
+		return nil
+	}
+	rewards := make(map[string]*float64, max(len(keys), 1))
+	for k, v := range keys {
+		rewards[k] = &v
+	}
+	if len(rewards) == 0 {
+		rewards["reward"] = reward
+	}
+	return rewards
 }
