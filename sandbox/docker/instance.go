@@ -489,9 +489,11 @@ func (pr *process) Wait() (int, error) {
 		// What the command left running in the background ends with it,
 		// as on the local sandbox, unless the caller keeps it.
 		if sid := pr.sessionID(); sid > 0 && !pr.keepBackground {
-			for _, pid := range sessionPids(sid, pr.in.id) {
+			pids := sessionPids(sid, pr.in.id)
+			for _, pid := range pids {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
+			awaitEnded(pids, pr.in.id)
 		}
 		close(pr.done)
 	})
@@ -634,6 +636,43 @@ func sessionPids(sid int, containerID string) []int {
 		}
 	}
 	return out
+}
+
+// awaitEnded waits, for at most a second, until every one of pids has
+// ended (gone, a zombie, or no longer this container's): SIGKILL is
+// delivered when the kernel next runs the process, so on a loaded machine
+// a command started right after Wait could still see a leftover alive.
+func awaitEnded(pids []int, containerID string) {
+	for i := 0; i < 200 && len(pids) > 0; i++ {
+		live := pids[:0]
+		for _, pid := range pids {
+			if !ended(pid, containerID) {
+				live = append(live, pid)
+			}
+		}
+		pids = live
+		if len(pids) > 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// ended says whether pid is gone, a zombie or dead, or not in the container.
+func ended(pid int, containerID string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	if i < 0 {
+		return true
+	}
+	f := strings.Fields(st[i+1:])
+	if len(f) == 0 || f[0] == "Z" || f[0] == "X" {
+		return true
+	}
+	return !inContainer(pid, containerID)
 }
 
 type execStdin struct {
