@@ -579,23 +579,38 @@ func (pr *process) sessionID() int {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		// The engine records the exec's pid a moment after the process
-		// starts (it may have written output already): ask again while it
-		// runs without one, for at most a second.
-		for i := 0; i < 100; i++ {
+		// The engine records the exec's pid, and marks it running, a
+		// moment after the process starts (it may have written output
+		// already): not running without a pid is "not yet" while its
+		// output is still open. Ask again, for at most 3 seconds.
+		for i := 0; i < 300; i++ {
 			insp, err := pr.in.p.cli.ContainerExecInspect(ctx, pr.execID)
 			// The leader may be gone already; every process signalled is
 			// checked to be in this container's cgroup.
-			if err != nil || insp.Pid > 0 || !insp.Running {
-				if err == nil {
-					pr.pid = insp.Pid
-				}
+			if err != nil {
+				return
+			}
+			if insp.Pid > 0 {
+				pr.pid = insp.Pid
+				return
+			}
+			if !insp.Running && pr.outputEnded() {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	return pr.pid
+}
+
+// outputEnded says whether the command's stdout and stderr have ended.
+func (pr *process) outputEnded() bool {
+	select {
+	case <-pr.copied:
+		return true
+	default:
+		return false
+	}
 }
 
 func inContainer(pid int, containerID string) bool {
