@@ -32,6 +32,14 @@ func child(t *testing.T, role, dir string) *exec.Cmd {
 	return cmd
 }
 
+// childFailed reports err to the parent test, which reads the child's
+// lines ("error: ..." fails its expectation), and fails the child itself.
+func childFailed(t *testing.T, err error) {
+	t.Helper()
+	fmt.Println("error:", err)
+	t.Fatal(err)
+}
+
 // TestChild is the other process of the tests below; it does nothing in a
 // normal test run.
 func TestChild(t *testing.T) {
@@ -43,13 +51,11 @@ func TestChild(t *testing.T) {
 		// Read the current attempt while the parent holds the writer lock.
 		st, err := state.Open(dir, state.Options{})
 		if err != nil {
-			fmt.Println("error:", err)
-			return
+			childFailed(t, err)
 		}
 		a, err := st.CurrentAttempt("e/h/t#1")
 		if err != nil {
-			fmt.Println("error:", err)
-			return
+			childFailed(t, err)
 		}
 		fmt.Println("read", a.ID, a.Status())
 	case "writer":
@@ -57,15 +63,13 @@ func TestChild(t *testing.T) {
 		// killed.
 		st, err := state.Open(dir, state.Options{Writer: true, Command: "hemra apply"})
 		if err != nil {
-			fmt.Println("error:", err)
-			return
+			childFailed(t, err)
 		}
 		done := statetest.Attempt("e/h/done#1", "fp")
 		running := statetest.Attempt("e/h/running#1", "fp")
 		for _, a := range []*state.Attempt{done, running} {
 			if err := st.AddAttempt(a); err != nil {
-				fmt.Println("error:", err)
-				return
+				childFailed(t, err)
 			}
 		}
 		_ = st.Finish(done.ID, state.StatusFinished, &state.Outcome{Class: state.ClassPassed})
@@ -77,12 +81,10 @@ func TestChild(t *testing.T) {
 		// minute has passed).
 		st, err := state.Open(dir, state.Options{Writer: true, LockTimeout: 10 * time.Second})
 		if err != nil {
-			fmt.Println("error:", err)
-			return
+			childFailed(t, err)
 		}
 		if _, err := st.RecoverInterrupted(); err != nil {
-			fmt.Println("error:", err)
-			return
+			childFailed(t, err)
 		}
 		fmt.Println("ready")
 		deadline := time.Now().Add(time.Minute)
