@@ -631,18 +631,7 @@ func sessionPids(sid int, containerID string) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name is in parentheses and may hold spaces; after
-		// it come state, ppid, pgrp and session.
-		st := string(b)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
+		f := procStat(pid)
 		if len(f) < 4 {
 			continue
 		}
@@ -674,20 +663,27 @@ func awaitEnded(pids []int, containerID string) {
 
 // ended says whether pid is gone, a zombie or dead, or not in the container.
 func ended(pid int, containerID string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	st := string(b)
-	i := strings.LastIndexByte(st, ')')
-	if i < 0 {
-		return true
-	}
-	f := strings.Fields(st[i+1:])
+	f := procStat(pid)
 	if len(f) == 0 || f[0] == "Z" || f[0] == "X" {
 		return true
 	}
 	return !inContainer(pid, containerID)
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, pgrp, session, ...), or nil when pid is gone. The name is
+// in parentheses and may hold spaces, so the fields start after the last ')'.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(st[i+1:])
 }
 
 type execStdin struct {
