@@ -132,14 +132,31 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 }
 
-// fillPages lets the pages of the buckets whose keys grow with time
-// (attempt ids, run id + attempt id) fill up before they split: new keys
-// are appended at the end, so a page split half-full (bbolt's default)
-// would stay half-empty for good.
+// fillPages lets the pages of the buckets whose keys mostly arrive in
+// order (attempt ids; addresses, which apply adds in plan order; run id +
+// attempt id) fill up before they split: new keys land at the end of what
+// was written last, so a page split half-full (bbolt's default) would stay
+// half-empty for good. A split page keeps room for the values still
+// growing in it: an attempt's record and summary are rewritten bigger at
+// each transition, its current entry once it ends, so a page filled to
+// the brim would split again and leave a page with one value for good.
+// The figures are measured (benchtable buckets, 20,000 attempts recorded
+// as apply records them): attempts 61% → 85% full, summaries 56% → 94%,
+// current 47% → 92%, history 49% → 94%. The groups' keys are hashes, in
+// no order: no fill helps them.
 func fillPages(tx *bolt.Tx) {
-	for _, name := range [][]byte{bucketAttempts, bucketSummaries, bucketRunAttempts} {
-		if b := tx.Bucket(name); b != nil {
-			b.FillPercent = 0.95
+	for _, f := range []struct {
+		name []byte
+		fill float64
+	}{
+		{bucketAttempts, 0.8},
+		{bucketSummaries, 0.8},
+		{bucketCurrent, 0.9},
+		{bucketHistory, 0.95},
+		{bucketRunAttempts, 0.95},
+	} {
+		if b := tx.Bucket(f.name); b != nil {
+			b.FillPercent = f.fill
 		}
 	}
 }
