@@ -193,6 +193,18 @@ func runGolden(t *testing.T, dir string) {
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
+	// plan -summary reads no prior record to explain a change
+	// (OmitChanges): its output is the same.
+	omit := opts
+	omit.OmitChanges = true
+	unexplained, _ := planner.Compute(cfg, prior, imageOpts(t, cfg, after, omit))
+	var want, got bytes.Buffer
+	planner.RenderText(&want, plan, planner.TextOptions{Summary: true})
+	planner.RenderText(&got, unexplained, planner.TextOptions{Summary: true})
+	if got.String() != want.String() {
+		t.Errorf("plan -summary with OmitChanges:\n%s\nwithout:\n%s", got.String(), want.String())
+	}
+
 	// -target changes what is planned, not the configuration: a saved
 	// targeted plan must not look stale to a fresh plan without -target.
 	if len(opts.Targets) > 0 {

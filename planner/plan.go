@@ -48,6 +48,12 @@ type Options struct {
 	// of the cluster, linux_vm for a declared VM runtime class). It is
 	// called once per distinct settings. Nil proves nothing.
 	Prove func(s sandbox.Settings) sandbox.Proof
+	// OmitChanges leaves every attempt unexplained: no prior record is
+	// read to say what changed, so Changes, IsolationChange and the
+	// causes' inputs stay empty, and Reasons, Isolation and Images say
+	// nothing a prior record would add. For a caller that shows none of
+	// it (plan -summary): actions and addresses are the same.
+	OmitChanges bool
 }
 
 // FormatVersion is the version of the plan's JSON form (and so of the

@@ -736,7 +736,7 @@ func (p *planner) finish(decl []*declared) []error {
 		// harness, not one per attempt.
 		var notes []*isoNote
 		for i, d := range part {
-			if lazy && !d.changed && !d.task.HasCompose() {
+			if lazy && !p.explains(d) && !d.task.HasCompose() {
 				// Nothing to explain and nothing kept: the isolation
 				// summary needs the sandbox record only, not the inputs.
 				// (A compose task's problems come with its full inputs.)
@@ -759,7 +759,7 @@ func (p *planner) finish(decl []*declared) []error {
 		olds := make([]*priorSide, len(part))
 		read := func(read func(i int, d *declared) (*priorSide, error)) {
 			for i, d := range part {
-				if !d.changed {
+				if !p.explains(d) {
 					continue
 				}
 				old, err := read(i, d)
@@ -808,6 +808,11 @@ func (p *planner) finish(decl []*declared) []error {
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errs
 }
+
+// explains reports whether the plan explains d's action against its
+// prior record: d's fingerprints changed and the caller shows changes
+// (Options.OmitChanges).
+func (p *planner) explains(d *declared) bool { return d.changed && !p.opts.OmitChanges }
 
 // separateMigrationReason says why an attempt recorded by a hemra that
 // did not fingerprint a separate verifier's base images acts.

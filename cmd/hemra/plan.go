@@ -40,6 +40,10 @@ type PlanFlags struct {
 	// it does not keep.
 	saved          map[string]cty.Value
 	savedSensitive []string
+	// omitChanges: nothing shown or saved needs an attempt's changes
+	// (plan -summary without -out), so the planner reads no prior record
+	// to explain them (planner.Options.OmitChanges).
+	omitChanges bool
 }
 
 // PlanCmd is `hemra plan`.
@@ -110,6 +114,7 @@ func (c *PlanCmd) Run(g *Globals) error {
 		format = "json"
 	}
 	c.jsonErrors = format == "json"
+	c.omitChanges = format == "text" && c.Summary && c.Out == ""
 	plan, _, err := makePlan(g, &c.PlanFlags)
 	if err != nil {
 		return err
@@ -272,7 +277,8 @@ func makePlan(g *Globals, f *PlanFlags) (*planner.Plan, *config.Config, error) {
 		SnapshotExists: snapshotChecker(g),
 		// A kubernetes sandbox offers network_block only where a probe of
 		// its cluster proves it.
-		Prove: kubernetesProver(g),
+		Prove:       kubernetesProver(g),
+		OmitChanges: f.omitChanges,
 	})
 	diags = append(diags, pdiags...)
 	printDiags(g, cfg.Files, diags)
