@@ -3,10 +3,13 @@ package state
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -56,48 +59,145 @@ func (s *Store) Check() (*CheckReport, error) {
 	} else if !exists && s.traces() == "" {
 		return nil, fmt.Errorf("%s: %w: there is no %s (hemra apply creates it)", s.dir, ErrNoState, dbFile)
 	}
-	r := &CheckReport{}
-	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
-
-	// The blobs are hashed on one goroutine while the records are read on
-	// others: bbolt's consistency check, and the attempts in one id range
-	// per CPU, each in a read transaction of its own; the indexes are then
-	// walked side by side in one more. Each key of state.db is read once
-	// (and once more by the consistency check).
+	// The blobs are hashed on one goroutine per CPU while the records are
+	// read on others: bbolt's consistency check, and the attempts in one
+	// id range per CPU, each in a read transaction of its own; the groups
+	// and indexes are then walked side by side in one more. Each key of
+	// state.db is read once (and once more by the consistency check).
 	blobs := make(chan *blobCheck, 1)
-	go func() { blobs <- s.checkBlobs() }()
+	go func() { blobs <- s.checkBlobs(runtime.GOMAXPROCS(0)) }()
 	var (
-		damagedDB bool
-		wg        sync.WaitGroup
+		damagedDB []string
 		verifyErr error
+		verified  = make(chan struct{})
 	)
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer close(verified)
 		verifyErr = s.View(func(v *View) error {
-			if v.tx == nil {
-				return nil
-			}
-			if found := verify(v.tx, 50); len(found) > 0 {
-				damagedDB = true
-				for _, p := range found {
-					problem("%s: %s", dbFile, p)
-				}
+			if v.tx != nil {
+				damagedDB = verifyDropping(v.tx)
 			}
 			return nil
 		})
 	}()
+	// The records are first read trusting that the history and the
+	// attempts agree, which two sums say (checkIndexes); when they do not,
+	// they are read again looking up every key.
+	seed := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	r, refs, agree, err := s.checkRecords(seed, false)
+	if err == nil && !agree {
+		r, refs, _, err = s.checkRecords(seed, true)
+	}
+	<-verified
+	blob := <-blobs
+	if len(damagedDB) > 0 {
+		// What the record readers found of a damaged file is not reported.
+		r = &CheckReport{}
+		for _, p := range damagedDB {
+			r.Problems = append(r.Problems, dbFile+": "+p)
+		}
+		sort.Strings(r.Problems)
+		return r, damaged(s.dir, fmt.Sprintf("bbolt's consistency check found %d problem(s) (listed above)", len(r.Problems)))
+	}
+	if err := errors.Join(err, verifyErr, blob.err); err != nil {
+		return nil, err
+	}
+	err = s.View(func(v *View) error {
+		for sha, by := range refs.blobs {
+			if _, ok := blob.found[sha]; !ok {
+				hexSHA := hex.EncodeToString(sha[:])
+				r.Problems = append(r.Problems, fmt.Sprintf("%s names blob %s, which is missing", v.blobNamer(hexSHA, by), hexSHA))
+			}
+		}
+		orphans, err := v.orphanLogs(filepath.Join(s.dir, eventsDir))
+		r.OrphanLogs = orphans
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.Blobs = blob.count
+	r.Problems = append(r.Problems, blob.problems...)
+	r.OrphanBlobs = append(r.OrphanBlobs, blob.strays...)
+	for sha := range blob.found {
+		if _, ok := refs.blobs[sha]; !ok {
+			name := hex.EncodeToString(sha[:])
+			r.OrphanBlobs = append(r.OrphanBlobs, filepath.Join(blobsDir, "sha256", name[:2], name))
+		}
+	}
+	sort.Strings(r.Problems)
+	sort.Strings(r.OrphanBlobs)
+	sort.Strings(r.OrphanLogs)
+	return r, nil
+}
+
+// verifyDropping is verify, the pages it reads dropped from the map every
+// 250 ms (bbolt's consistency check reads every page of the file and has
+// no hook between pages): they stay in the page cache, and hemra does not
+// grow to the size of state.db. No one writes to the file while the read
+// transaction holds it, so a page dropped is read back the same. The cost
+// is that verify's second pass over the pages (bbolt's, after its own)
+// faults them in again: at 100,000 attempts about 0.1 million faults.
+func verifyDropping(tx *bolt.Tx) []string {
+	stop := make(chan struct{})
+	dropped := make(chan struct{})
+	go func() {
+		defer close(dropped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				dropPages(tx)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-dropped
+	}()
+	return verify(tx, 50)
+}
+
+// checkRecords checks the attempt records, one id range per CPU, and the
+// indexes beside them, then the groups the records name, one range of
+// group ids per CPU. Not exact, it trusts that the history and the
+// attempts agree where two sums say they do (agree); exact, it looks
+// every key up.
+func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, refs checkRefs, agree bool, err error) {
+	r = &CheckReport{}
+	refs = newCheckRefs()
 	var bounds []string
 	if err := s.View(func(v *View) error {
 		bounds = v.idBounds(runtime.GOMAXPROCS(0))
 		return nil
 	}); err != nil {
-		wg.Wait()
-		<-blobs
-		return nil, err
+		return nil, refs, false, err
 	}
 	parts := make([]*attemptCheck, len(bounds)+1)
-	errs := make([]error, len(parts))
+	errs := make([]error, len(parts)+1)
+	var (
+		wg          sync.WaitGroup
+		index       = &CheckReport{}
+		indexKeys   keySum
+		indexWalked bool
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		problem := func(format string, args ...any) {
+			index.Problems = append(index.Problems, fmt.Sprintf(format, args...))
+		}
+		errs[len(parts)] = s.View(func(v *View) error {
+			if v.tx != nil {
+				indexKeys = v.checkIndexes(index, problem, &seed, exact)
+				indexWalked = true
+			}
+			return nil
+		})
+	}()
 	for i := range parts {
 		var from, to string
 		if i > 0 {
@@ -113,85 +213,227 @@ func (s *Store) Check() (*CheckReport, error) {
 				if v.tx == nil {
 					return nil
 				}
-				parts[i] = v.checkAttempts(s.dir, from, to)
+				parts[i] = v.checkAttempts(s.dir, from, to, &seed, exact)
 				return nil
 			})
 		}()
 	}
 	wg.Wait()
-	blob := <-blobs
-	if damagedDB {
-		// What the record readers found of a damaged file is not reported.
-		sort.Strings(r.Problems)
-		return r, damaged(s.dir, fmt.Sprintf("bbolt's consistency check found %d problem(s) (listed above)", len(r.Problems)))
+	if err := errors.Join(errs...); err != nil {
+		return nil, refs, false, err
 	}
-	if err := errors.Join(append(errs, verifyErr)...); err != nil {
-		return nil, err
-	}
-	named := map[string]string{} // blob -> first record naming it
-	firstUse := map[string]string{}
-	ids := map[string]bool{} // every attempt id recorded
+	// The parts hold ids in increasing ranges: the first to name a blob
+	// or a group holds its smallest id.
+	var history keySum
 	for _, c := range parts {
 		if c == nil {
 			continue
 		}
 		r.Attempts += c.attempts
 		r.Problems = append(r.Problems, c.problems...)
-		for sha, by := range c.named {
-			if _, ok := named[sha]; !ok || by < named[sha] {
-				named[sha] = by
-			}
-		}
-		for g, id := range c.firstUse {
-			if _, ok := firstUse[g]; !ok {
-				firstUse[g] = id
-			}
-		}
-		for id := range c.ids {
-			ids[id] = true
-		}
+		refs.merge(&c.checkRefs)
+		history.merge(c.history)
 	}
-	err := s.View(func(v *View) error {
-		if v.tx == nil {
-			return nil
-		}
-		v.checkGroups(firstUse, named, problem)
-		v.checkIndexes(r, problem)
-		return nil
-	})
+	r.Addresses = index.Addresses
+	r.Problems = append(r.Problems, index.Problems...)
+	agree = exact || !indexWalked || history == indexKeys
+	if !agree {
+		return r, refs, false, nil
+	}
+	problems, err := s.checkGroups(refs, runtime.GOMAXPROCS(0))
+	r.Problems = append(r.Problems, problems...)
+	return r, refs, true, err
+}
+
+// keySum is the count and two sums of hashes (each with its seed) of a set
+// of keys: two walks that find the same keys, in whatever order, have the
+// same keySum, and two that do not have different ones but with a
+// probability of about 2^-128.
+type keySum struct {
+	n    int
+	a, b uint64
+}
+
+func (k *keySum) add(seed *[2]maphash.Seed, key []byte) {
+	k.n++
+	k.a += maphash.Bytes(seed[0], key)
+	k.b += maphash.Bytes(seed[1], key)
+}
+
+func (k *keySum) merge(o keySum) {
+	k.n += o.n
+	k.a += o.a
+	k.b += o.b
+}
+
+// orphanLogs are the event logs in dir no attempt record names: a log is
+// named by its attempt's id, also while the attempt runs and its record
+// does not name it yet. The folder is read a slice at a time, each name
+// looked up in the attempts.
+func (v *View) orphanLogs(dir string) ([]string, error) {
+	f, err := os.Open(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil // no folder, no logs
 	}
-	if blob.err != nil {
-		return nil, blob.err
-	}
-	r.Blobs = blob.count
-	r.Problems = append(r.Problems, blob.problems...)
-	r.OrphanBlobs = append(r.OrphanBlobs, blob.strays...)
-	for name, rel := range blob.found {
-		if _, ok := named[name]; !ok {
-			r.OrphanBlobs = append(r.OrphanBlobs, rel)
-		}
-	}
-	for sha, by := range named {
-		if _, ok := blob.found[sha]; !ok {
-			problem("%s names blob %s, which is missing", by, sha)
-		}
-	}
-	if entries, err := os.ReadDir(filepath.Join(s.dir, eventsDir)); err == nil {
-		for _, e := range entries {
-			// A log is named by its attempt's id, also while the attempt
-			// runs and its record does not name it yet.
-			id, ok := strings.CutSuffix(e.Name(), ".jsonl")
-			if ok && !ids[id] {
-				r.OrphanLogs = append(r.OrphanLogs, filepath.Join(eventsDir, e.Name()))
+	defer f.Close()
+	attempts := v.bucket(bucketAttempts)
+	var out []string
+	for {
+		names, err := f.Readdirnames(4096)
+		for _, name := range names {
+			id, ok := strings.CutSuffix(name, ".jsonl")
+			if ok && (attempts == nil || attempts.Get([]byte(id)) == nil) {
+				out = append(out, filepath.Join(eventsDir, name))
 			}
 		}
+		if err == io.EOF || len(names) == 0 {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	sort.Strings(r.Problems)
-	sort.Strings(r.OrphanBlobs)
-	sort.Strings(r.OrphanLogs)
-	return r, nil
+}
+
+// blobKey is a blob's SHA-256, groupKey a group's: fixed-size keys for
+// the sets of what the records name, which hold one entry per blob or
+// group, not per attempt.
+type (
+	blobKey  [sha256.Size]byte
+	groupKey [sha256.Size]byte
+)
+
+func blobKeyOf(sha string) (k blobKey, ok bool) {
+	if !ValidSHA256(sha) {
+		return k, false
+	}
+	_, err := hex.Decode(k[:], []byte(sha))
+	return k, err == nil
+}
+
+var groupEncoding = base64.RawURLEncoding.Strict()
+
+// blobNamer is the first record that names a blob: an attempt's own
+// (group ""), or one of its input groups. The text naming it is found
+// again only for a blob that is missing (View.blobNamer).
+type blobNamer struct {
+	attempt string
+	group   string
+}
+
+// checkRefs are the blobs and groups records name, each with the first
+// attempt naming it.
+type checkRefs struct {
+	blobs  map[blobKey]blobNamer
+	groups map[groupKey]string
+	// oddGroups are the groups named by an id that is no SHA-256 in
+	// base64url (not found, then, or found and reported).
+	oddGroups map[string]string
+}
+
+func newCheckRefs() checkRefs {
+	return checkRefs{blobs: map[blobKey]blobNamer{}, groups: map[groupKey]string{}, oddGroups: map[string]string{}}
+}
+
+// merge adds what o names that r does not name yet.
+func (r *checkRefs) merge(o *checkRefs) {
+	for k, by := range o.blobs {
+		if _, ok := r.blobs[k]; !ok {
+			r.blobs[k] = by
+		}
+	}
+	for k, by := range o.groups {
+		if _, ok := r.groups[k]; !ok {
+			r.groups[k] = by
+		}
+	}
+	for k, by := range o.oddGroups {
+		if _, ok := r.oddGroups[k]; !ok {
+			r.oddGroups[k] = by
+		}
+	}
+}
+
+// nameBlob notes that attempt id names blob sha, unless an earlier one did.
+func (r *checkRefs) nameBlob(sha, id string) {
+	if k, ok := blobKeyOf(sha); ok {
+		if _, seen := r.blobs[k]; !seen {
+			r.blobs[k] = blobNamer{attempt: id}
+		}
+	}
+}
+
+// groupKeyOf is the key of a group id that is a SHA-256 in base64url.
+func groupKeyOf(g []byte) (k groupKey, ok bool) {
+	if len(g) != 43 {
+		return k, false
+	}
+	n, err := groupEncoding.Decode(k[:], g)
+	return k, err == nil && n == len(k)
+}
+
+// useGroup notes that attempt id names group g, unless an earlier one did.
+func (r *checkRefs) useGroup(g, id string) {
+	if k, ok := groupKeyOf([]byte(g)); ok {
+		if _, seen := r.groups[k]; !seen {
+			r.groups[k] = id
+		}
+	} else if _, seen := r.oddGroups[g]; !seen {
+		r.oddGroups[g] = id
+	}
+}
+
+// groupUser is the first attempt naming group g (false: no record names
+// it).
+func (r *checkRefs) groupUser(g []byte) (string, bool) {
+	if k, ok := groupKeyOf(g); ok {
+		by, ok := r.groups[k]
+		return by, ok
+	}
+	by, ok := r.oddGroups[string(g)]
+	return by, ok
+}
+
+// blobNamer says which record names blob sha: "attempt ID input PATH",
+// "attempt ID artifact PATH", ..., read again from the record.
+func (v *View) blobNamer(sha string, by blobNamer) string {
+	if by.group != "" {
+		var in []Input
+		if val := v.get(bucketGroups, by.group); val != nil && json.Unmarshal(val, &in) == nil {
+			for _, i := range in {
+				if i.Blob == sha {
+					return "attempt " + by.attempt + " input " + i.Path
+				}
+			}
+		}
+		return "attempt " + by.attempt
+	}
+	val := v.get(bucketAttempts, by.attempt)
+	a, sm, err := decodeStored(by.attempt, val)
+	if val == nil || err != nil {
+		return "attempt " + by.attempt
+	}
+	for _, in := range sm.Inputs {
+		if in.Blob == sha {
+			return "attempt " + by.attempt + " input " + in.Path
+		}
+	}
+	what := ""
+	a.Outcome.EachBlob(func(s, w string) {
+		if s == sha && what == "" {
+			what = " " + w
+		}
+	})
+	return "attempt " + by.attempt + what
+}
+
+// blobCheck is what checkBlobs found in blobs/.
+type blobCheck struct {
+	count    int
+	found    map[blobKey]struct{}
+	strays   []string // files that are not blobs
+	problems []string
+	err      error
 }
 
 func hashFile(path string) (string, error) {
@@ -207,48 +449,174 @@ func hashFile(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// blobCheck is what checkBlobs found in blobs/.
-type blobCheck struct {
+// checkBlobs hashes every blob, the blob folders (sha256/00 to ff) shared
+// out among workers goroutines.
+func (s *Store) checkBlobs(workers int) *blobCheck {
+	c := &blobCheck{found: map[blobKey]struct{}{}}
+	root := filepath.Join(s.dir, blobsDir, "sha256")
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c
+	}
+	if err != nil {
+		c.err = err
+		return c
+	}
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() {
+			folders = append(folders, e.Name())
+		} else {
+			c.strays = append(c.strays, filepath.Join(blobsDir, "sha256", e.Name()))
+		}
+	}
+	var (
+		mu   sync.Mutex
+		next int
+		wg   sync.WaitGroup
+	)
+	for range max(1, min(workers, len(folders))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &blobWorker{store: s.dir, h: sha256.New(), buf: make([]byte, 256<<10), found: map[blobKey]struct{}{}}
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(folders) {
+					break
+				}
+				w.folder(folders[i])
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			c.count += w.count
+			for k := range w.found {
+				c.found[k] = struct{}{}
+			}
+			c.strays = append(c.strays, w.strays...)
+			c.problems = append(c.problems, w.problems...)
+			c.err = errors.Join(c.err, w.err)
+		}()
+	}
+	wg.Wait()
+	return c
+}
+
+// blobWorker hashes the blobs of the folders it is given.
+type blobWorker struct {
+	store    string
+	h        hash.Hash
+	buf      []byte
 	count    int
-	found    map[string]string // sha -> path relative to the store
-	strays   []string          // files that are not blobs
+	found    map[blobKey]struct{}
+	strays   []string
 	problems []string
 	err      error
 }
 
-// checkBlobs hashes every blob.
-func (s *Store) checkBlobs() *blobCheck {
-	c := &blobCheck{found: map[string]string{}}
-	root := filepath.Join(s.dir, blobsDir, "sha256")
-	c.err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if path == root && errors.Is(err, fs.ErrNotExist) {
+// folder checks the blobs in blobs/sha256/<name>: a blob is a file named
+// by the SHA-256 of its content whose first two hex digits name its
+// folder; anything else is a stray.
+func (w *blobWorker) folder(name string) {
+	dir := filepath.Join(w.store, blobsDir, "sha256", name)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		w.err = errors.Join(w.err, err)
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		rel := filepath.Join(blobsDir, "sha256", name, e.Name())
+		if e.IsDir() {
+			// Nothing is stored below a blob folder: whatever is there is
+			// a stray.
+			err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if !d.IsDir() {
+					r, _ := filepath.Rel(w.store, p)
+					w.strays = append(w.strays, r)
+				}
 				return nil
-			}
-			return err
+			})
+			w.err = errors.Join(w.err, err)
+			continue
 		}
-		if d.IsDir() {
-			return nil
+		k, ok := blobKeyOf(e.Name())
+		if !ok || e.Name()[:2] != name {
+			w.strays = append(w.strays, rel)
+			continue
 		}
-		name := d.Name()
-		rel, _ := filepath.Rel(s.dir, path)
-		if !ValidSHA256(name) || filepath.Base(filepath.Dir(path)) != name[:2] {
-			c.strays = append(c.strays, rel)
-			return nil
-		}
-		c.count++
-		c.found[name] = rel
+		w.count++
+		w.found[k] = struct{}{}
+		w.blob(path, rel, e, k)
+	}
+}
+
+// blob checks one blob: its content hashes to its name, and it is
+// read-only.
+func (w *blobWorker) blob(path, rel string, e fs.DirEntry, k blobKey) {
+	problem := func(format string, args ...any) { w.problems = append(w.problems, fmt.Sprintf(format, args...)) }
+	if !e.Type().IsRegular() {
+		// A link, or something stranger: what it leads to is hashed, its
+		// own permissions checked.
 		if sum, err := hashFile(path); err != nil {
-			c.problems = append(c.problems, fmt.Sprintf("%s: %v", rel, err))
-		} else if sum != name {
-			c.problems = append(c.problems, fmt.Sprintf("%s: content hashes to %s: the blob is corrupt", rel, sum))
+			problem("%s: %v", rel, err)
+		} else if sum != hex.EncodeToString(k[:]) {
+			problem("%s: content hashes to %s: the blob is corrupt", rel, sum)
 		}
-		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o222 != 0 {
-			c.problems = append(c.problems, fmt.Sprintf("%s: writable (%s); blobs are read-only", rel, info.Mode().Perm()))
+		if info, err := e.Info(); err == nil && info.Mode().Perm()&0o222 != 0 {
+			problem("%s: writable (%s); blobs are read-only", rel, info.Mode().Perm())
 		}
-		return nil
-	})
-	return c
+		return
+	}
+	var sum blobKey
+	perm, err := w.hash(path, &sum)
+	if err != nil {
+		problem("%s: %v", rel, err)
+		if info, err := e.Info(); err == nil {
+			perm = info.Mode().Perm()
+		}
+	} else if sum != k {
+		problem("%s: content hashes to %s: the blob is corrupt", rel, hex.EncodeToString(sum[:]))
+	}
+	if perm&0o222 != 0 {
+		problem("%s: writable (%s); blobs are read-only", rel, perm)
+	}
+}
+
+// hash reads the regular file at path into sum, and returns its
+// permissions: one open, one stat of what was opened, and reads until its
+// size is read, through one buffer.
+func (w *blobWorker) hash(path string, sum *blobKey) (fs.FileMode, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	w.h.Reset()
+	size, read := info.Size(), int64(0)
+	for read < size {
+		n, err := f.Read(w.buf)
+		w.h.Write(w.buf[:n])
+		read += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	w.h.Sum(sum[:0])
+	return info.Mode().Perm(), nil
 }
 
 // idBounds splits the attempts into about n ranges of ids by the time in
@@ -277,31 +645,29 @@ func (v *View) idBounds(n int) []string {
 type attemptCheck struct {
 	attempts int
 	problems []string
-	named    map[string]string // blob -> first record naming it
-	firstUse map[string]string // group -> first attempt naming it
-	ids      map[string]bool
+	checkRefs
+	// history sums the history key of every attempt (checkIndexes).
+	history keySum
 }
 
 // checkAttempts checks the attempt records with ids in [from, to) ("":
-// open-ended): each against its history, open and summary entries and its
-// event log, each group it names present; the blobs its own inputs and
-// outcome name (Outcome.EachBlob) are collected.
-func (v *View) checkAttempts(storeDir, from, to string) *attemptCheck {
-	c := &attemptCheck{named: map[string]string{}, firstUse: map[string]string{}, ids: map[string]bool{}}
+// open-ended): each against its open and summary entries and its event
+// log; the groups it names, and the blobs its own inputs and outcome name
+// (Outcome.EachBlob), are collected for checkGroups and the blob check.
+// Exact, it looks up each attempt's history entry; otherwise it sums
+// their keys for checkIndexes to compare with the history's. A record is
+// read by scanRecord, or by decodeStored when scanRecord declines it.
+func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, exact bool) *attemptCheck {
+	c := &attemptCheck{checkRefs: newCheckRefs()}
 	problem := func(format string, args ...any) { c.problems = append(c.problems, fmt.Sprintf(format, args...)) }
-	name := func(sha, by string) {
-		if _, ok := c.named[sha]; !ok {
-			c.named[sha] = by
-		}
-	}
 	attempts := v.bucket(bucketAttempts)
 	history := v.bucket(bucketHistory)
 	open := v.bucket(bucketOpen)
-	summaries := v.bucket(bucketSummaries)
-	groups := v.bucket(bucketGroups)
 	if attempts == nil {
 		return c
 	}
+	// The summaries are keyed by id as the attempts are: read beside them.
+	summaries := newSortedLookup(v.bucket(bucketSummaries))
 	cur := attempts.Cursor()
 	var k, val []byte
 	if from == "" {
@@ -310,45 +676,48 @@ func (v *View) checkAttempts(storeDir, from, to string) *attemptCheck {
 		k, val = cur.Seek([]byte(from))
 	}
 	n := 0
+	var hkey []byte
 	for ; k != nil && (to == "" || string(k) < to); k, val = cur.Next() {
 		v.walked(&n)
 		c.attempts++
 		id := string(k)
-		c.ids[id] = true
-		// The record alone: its groups are checked once each (checkGroups).
-		a, sm, err := decodeStored(id, val)
-		if err != nil {
-			problem("attempts/%s: %v", id, err)
-			continue
+		a, sm, ok := scanRecord(val)
+		if !ok {
+			var err error
+			if a, sm, err = decodeStored(id, val); err != nil {
+				problem("attempts/%s: %v", id, err)
+				continue
+			}
 		}
 		if a.ID != id {
 			problem("attempts/%s: record says id %q", id, a.ID)
 		}
-		if history.Get(historyKey(a.Address, id)) == nil {
-			problem("attempts/%s: missing from the history of %s", id, a.Address)
+		hkey = append(append(append(hkey[:0], a.Address...), keySep...), id...)
+		if exact {
+			if history == nil || history.Get(hkey) == nil {
+				problem("attempts/%s: missing from the history of %s", id, a.Address)
+			}
+		} else {
+			c.history.add(seed, hkey)
 		}
-		if !a.Status().Terminal() && open.Get(k) == nil {
+		if !a.Status().Terminal() && (open == nil || open.Get(k) == nil) {
 			problem("attempts/%s: status %s but not in the open index", id, a.Status())
 		}
-		if want, err := json.Marshal(summaryOf(a)); err == nil && !bytes.Equal(summaries.Get(k), want) {
-			problem("summaries/%s: missing or out of step with the attempt record", id)
+		if want, err := json.Marshal(summaryOf(a)); err == nil {
+			if got, ok := summaries.get(k); !ok || !bytes.Equal(got, want) {
+				problem("summaries/%s: missing or out of step with the attempt record", id)
+			}
 		}
-		refs := sm.InputGroups
+		// Each group is read once (checkGroups).
+		for _, g := range sm.InputGroups {
+			c.useGroup(g, id)
+		}
 		if sm.Context != "" {
-			refs = append(refs[:len(refs):len(refs)], sm.Context)
-		}
-		for _, g := range refs {
-			if _, seen := c.firstUse[g]; seen {
-				continue
-			}
-			if groups == nil || groups.Get([]byte(g)) == nil {
-				problem("attempts/%s: group %s is missing", id, g)
-			}
-			c.firstUse[g] = id
+			c.useGroup(sm.Context, id)
 		}
 		for _, in := range sm.Inputs {
-			if ValidSHA256(in.Blob) {
-				name(in.Blob, "attempt "+id+" input "+in.Path)
+			if in.Blob != "" {
+				c.nameBlob(in.Blob, id)
 			}
 		}
 		if a.Outcome != nil && a.Outcome.EventsLog != "" {
@@ -364,50 +733,199 @@ func (v *View) checkAttempts(storeDir, from, to string) *attemptCheck {
 				problem("attempts/%s: %s has no valid SHA-256 (%q)", id, what, sha)
 				return
 			}
-			name(sha, "attempt "+id+" "+what)
+			c.nameBlob(sha, id)
 		})
 	}
 	return c
 }
 
-// checkGroups reads each group records name once: its content must hash to
-// its name, and the blobs its inputs name are collected.
-func (v *View) checkGroups(firstUse, named map[string]string, problem func(string, ...any)) {
-	groups := v.bucket(bucketGroups)
-	if groups == nil {
-		return
+// sortedLookup looks keys up in a bucket in increasing order: a few steps
+// of a cursor from the last key found instead of a search from the root.
+type sortedLookup struct {
+	b *bolt.Bucket
+	c *bolt.Cursor
+	k []byte
+	v []byte
+}
+
+func newSortedLookup(b *bolt.Bucket) *sortedLookup {
+	l := &sortedLookup{b: b}
+	if b != nil {
+		l.c = b.Cursor()
 	}
-	_ = groups.ForEach(func(k, val []byte) error {
-		by, used := firstUse[string(k)]
-		if !used {
-			return nil
-		}
-		if want := groupID(val); want != string(k) {
-			problem("groups/%s: content hashes to %s", k, want)
-		}
-		if !bytes.HasPrefix(val, []byte("[")) {
-			return nil // a context group names no blob
-		}
-		var in []Input
-		if err := json.Unmarshal(val, &in); err != nil {
-			problem("groups/%s: %v", k, err)
-			return nil
-		}
-		for _, i := range in {
-			if _, ok := named[i.Blob]; !ok && ValidSHA256(i.Blob) {
-				named[i.Blob] = "attempt " + by + " input " + i.Path
+	return l
+}
+
+// get is the value at key; ok is false when there is none.
+func (l *sortedLookup) get(key []byte) (val []byte, ok bool) {
+	if l.c == nil {
+		return nil, false
+	}
+	if l.k != nil && bytes.Compare(key, l.k) >= 0 {
+		for range 8 {
+			switch c := bytes.Compare(l.k, key); {
+			case c == 0:
+				return l.v, true
+			case c > 0:
+				return nil, false
 			}
+			if l.k, l.v = l.c.Next(); l.k == nil {
+				return nil, false
+			}
+		}
+	}
+	l.k, l.v = l.c.Seek(key)
+	if l.k != nil && bytes.Equal(l.k, key) {
+		return l.v, true
+	}
+	return nil, false
+}
+
+// checkGroups reads each group records name once: it must be there, its
+// content must hash to its name, and the blobs its inputs name are added
+// to refs. The groups are shared out among workers by their ids' first
+// letter (ids are hashes: evenly).
+func (s *Store) checkGroups(refs checkRefs, workers int) ([]string, error) {
+	const alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz" // base64url, in byte order
+	workers = max(1, min(workers, len(alphabet)))
+	parts := make([]*groupCheck, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range parts {
+		var from, to []byte
+		if i > 0 {
+			from = []byte{alphabet[i*len(alphabet)/workers]}
+		}
+		if i < workers-1 {
+			to = []byte{alphabet[(i+1)*len(alphabet)/workers]}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.View(func(v *View) error {
+				parts[i] = v.checkGroupRange(refs, from, to)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var problems []string
+	found := 0
+	for _, c := range parts {
+		problems = append(problems, c.problems...)
+		found += c.found
+		// In id order: the first group to name a blob names it.
+		for k, by := range c.blobs {
+			if _, ok := refs.blobs[k]; !ok {
+				refs.blobs[k] = by
+			}
+		}
+	}
+	if found == len(refs.groups)+len(refs.oddGroups) {
+		return problems, nil
+	}
+	// Some are missing: which.
+	err := s.View(func(v *View) error {
+		groups := v.bucket(bucketGroups)
+		missing := func(g []byte, by string) {
+			if groups == nil || groups.Get(g) == nil {
+				problems = append(problems, fmt.Sprintf("attempts/%s: group %s is missing", by, g))
+			}
+		}
+		for k, by := range refs.groups {
+			missing([]byte(groupEncoding.EncodeToString(k[:])), by)
+		}
+		for g, by := range refs.oddGroups {
+			missing([]byte(g), by)
 		}
 		return nil
 	})
+	return problems, err
+}
+
+// groupCheck is what checkGroupRange found.
+type groupCheck struct {
+	problems []string
+	found    int                   // groups records name
+	blobs    map[blobKey]blobNamer // blobs no record names but a group does
+}
+
+// checkGroupRange checks the groups records name with ids in [from, to)
+// (nil: open-ended).
+func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
+	c := &groupCheck{blobs: map[blobKey]blobNamer{}}
+	groups := v.bucket(bucketGroups)
+	if groups == nil {
+		return c
+	}
+	problem := func(format string, args ...any) { c.problems = append(c.problems, fmt.Sprintf(format, args...)) }
+	cur := groups.Cursor()
+	var k, val []byte
+	if from == nil {
+		k, val = cur.First()
+	} else {
+		k, val = cur.Seek(from)
+	}
+	n := 0
+	var name [43]byte
+	for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, val = cur.Next() {
+		v.walked(&n)
+		by, used := refs.groupUser(k)
+		if !used {
+			continue
+		}
+		c.found++
+		sum := sha256.Sum256(val)
+		if groupEncoding.Encode(name[:], sum[:]); string(name[:]) != string(k) {
+			problem("groups/%s: content hashes to %s", k, name[:])
+		}
+		if !bytes.HasPrefix(val, []byte("[")) {
+			continue // a context group names no blob
+		}
+		s := &jsonScan{b: val}
+		in := s.inputs()
+		if !s.end() {
+			in = nil
+			if err := json.Unmarshal(val, &in); err != nil {
+				problem("groups/%s: %v", k, err)
+				continue
+			}
+		}
+		var group string
+		for _, i := range in {
+			bk, ok := blobKeyOf(i.Blob)
+			if !ok {
+				continue
+			}
+			_, named := refs.blobs[bk]
+			if _, first := c.blobs[bk]; !named && !first {
+				if group == "" {
+					group = string(k)
+				}
+				c.blobs[bk] = blobNamer{attempt: by, group: group}
+			}
+		}
+	}
+	return c
 }
 
 // checkIndexes walks the history (address, then id order) beside the
 // current and imported indexes (address order) and the run index: every
 // entry names a recorded attempt, and each address's index entry is its
 // newest attempt.
-func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any)) {
+//
+// Exact, it looks up the attempt of every entry. Otherwise it returns the
+// sum of the history's keys, trusting that they are the keys the attempts
+// give (checkAttempts): then every history entry is an attempt's, and an
+// index entry naming its address's newest attempt names a recorded one,
+// without a look-up. When the two sums differ, what was found is not what
+// exact would have found: the caller checks again, exact.
+func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *[2]maphash.Seed, exact bool) (history keySum) {
 	attempts := v.bucket(bucketAttempts)
+	has := func(id []byte) bool { return attempts != nil && attempts.Get(id) != nil }
 	type index struct {
 		name string
 		c    *bolt.Cursor
@@ -421,42 +939,43 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any)) {
 			idx = append(idx, x)
 		}
 	}
+	n := 0
 	// entry checks one index entry against the newest attempt in the
 	// history of its address ("" when it has none).
 	entry := func(x *index, last string) {
+		v.walked(&n)
 		r.Addresses++
-		k := string(x.k)
 		cur, err := decodeCurrent(x.v)
 		switch {
 		case err != nil:
-			problem("%s/%s: %v", x.name, k, err)
+			problem("%s/%s: %v", x.name, x.k, err)
 		default:
-			if attempts.Get([]byte(cur.AttemptID)) == nil {
-				problem("%s/%s: attempt %s is missing", x.name, k, cur.AttemptID)
+			if (exact || last == "" || last != cur.AttemptID) && !has([]byte(cur.AttemptID)) {
+				problem("%s/%s: attempt %s is missing", x.name, x.k, cur.AttemptID)
 			}
 			if last != cur.AttemptID {
-				problem("%s/%s: points at %s, but the newest attempt there is %s", x.name, k, cur.AttemptID, last)
+				problem("%s/%s: points at %s, but the newest attempt there is %s", x.name, x.k, cur.AttemptID, last)
 			}
 		}
 		x.k, x.v = x.c.Next()
 	}
 	// before checks the index entries of the addresses before addr (all:
 	// every one left), none of which has a history.
-	before := func(addr string, all bool) {
+	before := func(addr []byte, all bool) {
 		for _, x := range idx {
-			for x.k != nil && (all || string(x.k) < addr) {
+			for x.k != nil && (all || bytes.Compare(x.k, addr) < 0) {
 				entry(x, "")
 			}
 		}
 	}
-	endAddr := func(addr, last string) {
-		if addr == "" {
+	endAddr := func(addr []byte, last string) {
+		if addr == nil {
 			return
 		}
 		before(addr, false)
 		ok := false
 		for _, x := range idx {
-			if x.k != nil && string(x.k) == addr {
+			if x.k != nil && bytes.Equal(x.k, addr) {
 				entry(x, last)
 				ok = true
 			}
@@ -465,40 +984,56 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any)) {
 			problem("history of %s: no current attempt", addr)
 		}
 	}
-	var addr, last string
-	if history := v.bucket(bucketHistory); history != nil {
-		_ = history.ForEach(func(k, _ []byte) error {
-			a, id, ok := strings.Cut(string(k), keySep)
+	var (
+		addr []byte // nil before the first
+		last string
+	)
+	if b := v.bucket(bucketHistory); b != nil {
+		_ = b.ForEach(func(k, _ []byte) error {
+			v.walked(&n)
+			if !exact {
+				history.add(seed, k)
+			}
+			a, id, ok := bytes.Cut(k, []byte(keySep))
 			if !ok {
 				problem("history/%q: malformed key", k)
 				return nil
 			}
-			if attempts.Get([]byte(id)) == nil {
+			if exact && !has(id) {
 				problem("history of %s: attempt %s is missing", a, id)
 			}
-			if a != addr {
+			if !bytes.Equal(a, addr) {
 				endAddr(addr, last)
-				addr, last = a, ""
+				addr, last = append(addr[:0:0], a...), ""
 			}
-			if id > last {
-				last = id
+			if string(id) > last {
+				last = string(id)
 			}
 			return nil
 		})
 	}
 	endAddr(addr, last)
-	before("", true)
+	before(nil, true)
 	if ra := v.bucket(bucketRunAttempts); ra != nil {
 		runs := v.bucket(bucketRuns)
+		var run []byte // the last run found
+		// A run's attempts are in id order: looked up beside them.
+		inRun := newSortedLookup(attempts)
 		_ = ra.ForEach(func(k, _ []byte) error {
-			run, id, _ := strings.Cut(string(k), keySep)
-			if runs == nil || runs.Get([]byte(run)) == nil {
-				problem("run %s: missing, but attempt %s names it", run, id)
+			v.walked(&n)
+			rid, id, _ := bytes.Cut(k, []byte(keySep))
+			if run == nil || !bytes.Equal(rid, run) {
+				if runs == nil || runs.Get(rid) == nil {
+					problem("run %s: missing, but attempt %s names it", rid, id)
+				} else {
+					run = append(run[:0:0], rid...)
+				}
 			}
-			if attempts.Get([]byte(id)) == nil {
-				problem("run %s: attempt %s is missing", run, id)
+			if _, ok := inRun.get(id); !ok {
+				problem("run %s: attempt %s is missing", rid, id)
 			}
 			return nil
 		})
 	}
+	return history
 }

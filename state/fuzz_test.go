@@ -34,7 +34,8 @@ func seedRecords(f *testing.F) {
 // FuzzRecordDecoders: any bytes read from state.db as a record (a
 // damaged page, a record written by another version) give a record or an
 // error, never a panic; the hand-written fast decoder of current
-// summaries agrees with encoding/json whenever it takes a value.
+// summaries, and state check's of attempt records (scanRecord), agree
+// with encoding/json whenever they take a value.
 func FuzzRecordDecoders(f *testing.F) {
 	seedRecords(f)
 	f.Fuzz(func(t *testing.T, val []byte) {
@@ -54,6 +55,8 @@ func FuzzRecordDecoders(f *testing.F) {
 				t.Fatalf("fast decoder took %q as %+v; encoding/json: %+v, %v", val, fast, slow, err)
 			}
 		}
+		// As state check reads it.
+		scanAgrees(t, val)
 		_, _ = decodeCurrent(val)
 		var r Run
 		_ = json.Unmarshal(val, &r)
