@@ -233,26 +233,55 @@ func (r *taskReader) cachedDir(d dirRef, name, rel string) ([]dirEntry, bool) {
 }
 
 // cachedFile returns the recorded hash (and bytes, when keep) of the
-// regular file name in d when its stat still matches.
-func (r *taskReader) cachedFile(d dirRef, name, rel string, keep bool) (File, []byte, bool) {
+// regular file name in d when its stat still matches. A task.toml
+// recorded as its parsed TaskConfig comes back as that, without bytes.
+func (r *taskReader) cachedFile(d dirRef, name, rel string, keep bool) (File, []byte, *TaskConfig, bool) {
 	e := r.find(rel)
-	if e == nil || (keep && !e.hasData) {
-		return File{}, nil, false
+	parsed := keep && rel == "task.toml" && e != nil && e.parsed != nil
+	if e == nil || (keep && !e.hasData && !parsed) {
+		return File{}, nil, nil, false
 	}
 	var st fileStat
 	if err := r.statAt(d, name, &st); err != nil || !r.cache.valid(e, kindFile, &st) {
-		return File{}, nil, false
+		return File{}, nil, nil, false
+	}
+	var cfg *TaskConfig
+	if parsed {
+		var ok bool
+		if cfg, ok = decodeTaskConfig(e.parsed); !ok {
+			return File{}, nil, nil, false
+		}
 	}
 	r.hit(e)
 	f := File{SHA256: hex.EncodeToString(e.sha[:]), Size: st.size, Mode: 0o644}
 	if st.mode&0o111 != 0 {
 		f.Mode = 0o755
 	}
-	if keep {
+	if keep && !parsed {
 		// Copied: the task keeps these bytes after the cache is dropped.
-		return f, append(make([]byte, 0, len(e.content)), e.content...), true
+		return f, append(make([]byte, 0, len(e.content)), e.content...), nil, true
 	}
-	return f, nil, true
+	return f, nil, cfg, true
+}
+
+// rememberParsed records the task.toml just parsed, without diagnostics,
+// as its TaskConfig instead of its bytes, when it was recorded with them
+// and the encoding carries it exactly.
+func (r *taskReader) rememberParsed(cfg *TaskConfig) {
+	if r.cache == nil {
+		return
+	}
+	for i := range r.recs {
+		e := &r.recs[i]
+		if e.rel != "task.toml" || e.kind != kindFile || !e.hasData {
+			continue
+		}
+		if enc, ok := appendTaskConfig(nil, cfg); ok {
+			e.parsed, e.content, e.hasData = enc, nil, false
+			r.allHit = false // the group is encoded again
+		}
+		return
+	}
 }
 
 // rememberFile records a file read from disk.
@@ -306,7 +335,10 @@ type walkState struct {
 	display string // task directory as diagnostics name it
 	files   []File
 	kept    []keptFile // contents of the files the task keeps (task.toml, instructions, Dockerfile)
-	diags   hcl.Diagnostics
+	// config is task.toml as the hash cache recorded it parsed (then
+	// task.toml's bytes are not among kept).
+	config *TaskConfig
+	diags  hcl.Diagnostics
 }
 
 // keptFile is the content of a file whose bytes the task keeps.
@@ -412,12 +444,14 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 
 	tomlName := filepath.Join(display, "task.toml")
 	res := taskResult{}
-	var cfg *TaskConfig
-	if src, ok := w.content("task.toml"); ok {
+	cfg := w.config
+	if src, ok := w.content("task.toml"); ok && cfg == nil {
 		var cd hcl.Diagnostics
 		cfg, cd = ParseTaskConfig(tomlName, src)
 		if len(cd) > 0 {
 			res.tomlName, res.tomlSrc = tomlName, src
+		} else {
+			r.rememberParsed(cfg)
 		}
 		diags = append(diags, cd...)
 	}
@@ -642,7 +676,11 @@ func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry
 			keep := keepContent(childRel)
 			f, data, hit := File{}, []byte(nil), false
 			if r.cache != nil {
-				f, data, hit = r.cachedFile(d, e.name, childRel, keep)
+				var cfg *TaskConfig
+				f, data, cfg, hit = r.cachedFile(d, e.name, childRel, keep)
+				if cfg != nil {
+					w.config = cfg
+				}
 			}
 			if !hit {
 				var st fileStat

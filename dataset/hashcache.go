@@ -24,8 +24,9 @@ import (
 // entries of every task folder with the folder's own stat. A later load
 // whose stat of a file matches reuses the recorded hash and reads nothing;
 // a folder whose stat matches is not listed again. The small files a task
-// keeps (instruction.md, task.toml, environment/Dockerfile) are recorded
-// with their bytes, so a no-op load opens no task file at all.
+// keeps (instruction.md, environment/Dockerfile) are recorded with their
+// bytes, and task.toml as the TaskConfig parsed from it (configcodec.go),
+// so a no-op load opens no task file at all and parses none.
 //
 // The cache is an optimisation only: hashes and contents always equal what
 // reading the files would give. Anything that does not match exactly is
@@ -45,9 +46,12 @@ type HashCache struct {
 	// at or after it may have changed again unseen in the same instant.
 	racy int64
 
-	data   []byte // the cache file; decoded keys and contents alias it
-	groups map[string]cacheGroup
-	seen   []bool // per group: every entry still valid this run
+	data []byte // the cache file; decoded keys and contents alias it
+	// parsedOK: the file's parsed task.toml files were made by this
+	// build's parser (parseIdentity); else they are not used.
+	parsedOK bool
+	groups   map[string]cacheGroup
+	seen     []bool // per group: every entry still valid this run
 
 	// loaded is closed once the file is read and indexed: OpenHashCache
 	// does that in the background while the command parses its config.
@@ -90,12 +94,19 @@ type cacheEntry struct {
 	// content is a kept file's bytes (hasData: recorded, maybe empty).
 	content []byte
 	hasData bool
+	// parsed is a task.toml's TaskConfig (appendTaskConfig) recorded
+	// instead of its bytes.
+	parsed []byte
 	// dir lists a folder's entries.
 	dir []dirEntry
 }
 
-// cacheMagic opens every cache file; the version is in the name and here.
-const cacheMagic = "hemra filehash v1\n"
+// cacheMagic opens every cache file, followed by the parseIdentity of the
+// build that wrote it. v1 files (no parsed task.toml files) are foreign.
+const cacheMagic = "hemra filehash v2\n"
+
+// cacheHeader is the magic and the identity that follows it.
+const cacheHeader = len(cacheMagic) + sha256.Size
 
 // racyWindow: files modified less than this before a load began are not
 // recorded, so a later edit in the same timestamp tick (filesystems keep
@@ -121,7 +132,7 @@ func OpenHashCache(path string) *HashCache {
 		return c
 	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxCacheFile || fi.Size() < int64(len(cacheMagic)+sha256.Size) {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxCacheFile || fi.Size() < int64(cacheHeader+sha256.Size) {
 		f.Close()
 		return c
 	}
@@ -138,6 +149,8 @@ func OpenHashCache(path string) *HashCache {
 			return
 		}
 		c.racy = fi.ModTime().UnixNano()
+		id := parseIdentity()
+		c.parsedOK = bytes.Equal(data[len(cacheMagic):cacheHeader], id[:])
 		c.data = data
 		c.groups = groups
 		c.seen = make([]bool, len(groups))
@@ -175,7 +188,7 @@ func (c *HashCache) group(root string, buf []cacheEntry) (cacheGroup, []cacheEnt
 	if !ok {
 		return cacheGroup{}, nil, false
 	}
-	d := decoder{b: c.data[:g.end], p: g.body}
+	d := decoder{b: c.data[:g.end], p: g.body, parsedOK: c.parsedOK}
 	buf = buf[:0]
 	for i := range g.n {
 		e := d.entry()
@@ -239,7 +252,7 @@ func (c *HashCache) Save() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	size := len(cacheMagic) + sha256.Size
+	size := cacheHeader + sha256.Size
 	for _, g := range c.fresh {
 		size += len(g)
 	}
@@ -253,6 +266,11 @@ func (c *HashCache) Save() error {
 	slices.SortFunc(kept, func(a, b cacheGroup) int { return cmp.Compare(a.start, b.start) })
 	data := make([]byte, 0, size)
 	data = append(data, cacheMagic...)
+	id := parseIdentity()
+	data = append(data, id[:]...)
+	// Kept groups hold only entries hit this run: a parsed task.toml
+	// among them was made by this build (parsedOK), or it would have been
+	// read again and its group encoded afresh.
 	for _, g := range kept {
 		data = append(data, c.data[g.start:g.end]...)
 	}
@@ -302,12 +320,13 @@ func DropHashCache(path string) error {
 	return nil
 }
 
-// The file format: cacheMagic, then one group per task folder, then the
-// SHA-256 of everything before it. A group is its root (the folder's
+// The file format: cacheMagic, the parseIdentity of the build that wrote
+// it, then one group per task folder, then the SHA-256 of everything
+// before it. A group is its root (the folder's
 // absolute path), an entry count and the entries sorted by rel. An entry
 // is rel, kind, size, mtime, ctime (varints), inode, device, mode
 // (uvarints), then for a file its SHA-256 and a flag byte (1: its bytes
-// follow), for a folder its entry count and each entry's name and type.
+// follow; 2: the TaskConfig parsed from it follows, as bytes), for a folder its entry count and each entry's name and type.
 // Strings are a uvarint length and the bytes.
 
 // encodeGroup encodes one task folder's entries (sorted here).
@@ -332,11 +351,16 @@ func encodeGroup(root string, entries []cacheEntry) []byte {
 		switch e.kind {
 		case kindFile:
 			b = append(b, e.sha[:]...)
-			if e.hasData {
+			switch {
+			case e.parsed != nil:
+				b = append(b, 2)
+				b = binary.AppendUvarint(b, uint64(len(e.parsed)))
+				b = append(b, e.parsed...)
+			case e.hasData:
 				b = append(b, 1)
 				b = binary.AppendUvarint(b, uint64(len(e.content)))
 				b = append(b, e.content...)
-			} else {
+			default:
 				b = append(b, 0)
 			}
 		case kindDir:
@@ -358,7 +382,7 @@ var errBadCache = errors.New("not a hemra file hash cache")
 // indexCache checks a cache file (magic, checksum, every entry decodable)
 // and indexes its groups by root.
 func indexCache(data []byte) (map[string]cacheGroup, error) {
-	if len(data) < len(cacheMagic)+sha256.Size || !bytes.HasPrefix(data, []byte(cacheMagic)) {
+	if len(data) < cacheHeader+sha256.Size || !bytes.HasPrefix(data, []byte(cacheMagic)) {
 		return nil, errBadCache
 	}
 	body := data[:len(data)-sha256.Size]
@@ -379,7 +403,7 @@ func indexCache(data []byte) (map[string]cacheGroup, error) {
 // indexGroups locates each task folder's group in body.
 func indexGroups(body []byte) (map[string]cacheGroup, error) {
 	groups := map[string]cacheGroup{}
-	d := decoder{b: body, p: len(cacheMagic)}
+	d := decoder{b: body, p: cacheHeader}
 	// Entries are decoded when their folder is loaded; one that does not
 	// decode then is read from disk.
 	for d.p < len(body) && !d.fail {
@@ -409,11 +433,13 @@ func indexGroups(body []byte) (map[string]cacheGroup, error) {
 	return groups, nil
 }
 
-// decoder reads the cache format; strings alias b.
+// decoder reads the cache format; strings alias b. A parsed task.toml
+// is dropped (the entry has no data: the file is read) unless parsedOK.
 type decoder struct {
-	b    []byte
-	p    int
-	fail bool
+	b        []byte
+	p        int
+	fail     bool
+	parsedOK bool
 }
 
 func (d *decoder) uv() uint64 {
@@ -491,6 +517,10 @@ func (d *decoder) entry() cacheEntry {
 		case 1:
 			e.content = d.bytes()
 			e.hasData = true
+		case 2:
+			if p := d.bytes(); d.parsedOK && len(p) > 0 {
+				e.parsed = p
+			}
 		default:
 			d.fail = true
 		}

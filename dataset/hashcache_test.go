@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -293,4 +294,61 @@ func TestHashCacheSeesATaskFolderSwapped(t *testing.T) {
 			t.Fatalf("%s: Dockerfile %q, want beta's", got[i].Name, got[i].Dockerfile)
 		}
 	}
+}
+
+// task.toml is recorded parsed: an unchanged one is neither read nor
+// parsed again and gives the same TaskConfig; an edit that keeps its size
+// and mtime is still seen; a parse recorded by another build (another
+// parseIdentity) is not used.
+func TestHashCacheTaskTOMLRecordedParsed(t *testing.T) {
+	dir, path := cacheFixture(t)
+	toml := filepath.Join(dir, "alpha", "task.toml")
+	must(t, os.WriteFile(toml, []byte("version = \"1.0\"\n[agent]\ntimeout_sec = 60.0\n[metadata]\ntags = [\"a\", 1]\n"), 0o644))
+	settle(t, dir, path)
+	hc := OpenHashCache(path)
+	_, entries, ok := hc.group(filepath.Join(dir, "alpha"), nil)
+	if !ok {
+		t.Fatal("alpha is not in the cache")
+	}
+	for _, e := range entries {
+		if e.rel == "task.toml" && (e.parsed == nil || e.hasData) {
+			t.Fatalf("task.toml recorded with its bytes (%q), not parsed", e.content)
+		}
+	}
+	hc.release()
+	got, changed := loadWith(t, dir, path)
+	if changed {
+		t.Fatal("an unchanged parsed task.toml was read again")
+	}
+	sameTasks(t, got, loadPlain(t, dir))
+
+	fi, err := os.Stat(toml)
+	must(t, err)
+	waitTick(t, dir)
+	must(t, os.WriteFile(toml, []byte("version = \"1.0\"\n[agent]\ntimeout_sec = 90.0\n[metadata]\ntags = [\"a\", 1]\n"), 0o644))
+	must(t, os.Chtimes(toml, fi.ModTime(), fi.ModTime()))
+	got, changed = loadWith(t, dir, path)
+	if !changed || got[0].Config.Agent.TimeoutSec != 90 {
+		t.Fatalf("the edited task.toml was taken from the cache (timeout %v)", got[0].Config.Agent.TimeoutSec)
+	}
+	sameTasks(t, got, loadPlain(t, dir))
+
+	// The same file as written by a build with another parser.
+	waitTick(t, filepath.Dir(path))
+	data, err := os.ReadFile(path)
+	must(t, err)
+	body := data[:len(data)-32]
+	body[len(cacheMagic)] ^= 1
+	sum := sha256.Sum256(body)
+	must(t, os.WriteFile(path, append(body, sum[:]...), 0o600))
+	later := time.Now().Add(time.Minute)
+	must(t, os.Chtimes(path, later, later))
+	if hc := OpenHashCache(path); hc.Len() != 3 {
+		t.Fatalf("the cache of another build holds %d folders, want its 3 (only parses are not used)", hc.Len())
+	}
+	got, changed = loadWith(t, dir, path)
+	if !changed {
+		t.Fatal("parses recorded by another build were used")
+	}
+	sameTasks(t, got, loadPlain(t, dir))
 }
