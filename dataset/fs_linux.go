@@ -145,7 +145,7 @@ func (r *taskReader) list(d dirRef) ([]dirEntry, error) {
 			if len(name) == 0 || string(name) == "." || string(name) == ".." {
 				continue
 			}
-			e := dirEntry{name: string(name)}
+			e := dirEntry{name: r.intern(name)}
 			switch typ {
 			case unix.DT_DIR:
 				e.typ = fs.ModeDir

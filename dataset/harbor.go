@@ -148,6 +148,13 @@ type taskReader struct {
 	// found (from the cache or from disk), allHit whether every lookup
 	// matched. Files or folders modified at or after notAfter are not
 	// recorded (racily clean).
+	// walkState is the current task's, reused (load).
+	walkState walkState
+	// names interns the names and task-relative paths of task files, which
+	// repeat from task to task ("tests/test.sh"), up to maxInterned.
+	names   map[string]string
+	pathBuf []byte
+
 	cache    *HashCache
 	notAfter int64
 	root     string
@@ -174,7 +181,7 @@ func (r *taskReader) beginTask(root string) {
 		return
 	}
 	r.root = root
-	r.group, r.cur, r.allHit = r.cache.group(root, r.cur)
+	r.group, r.cur, r.allHit = r.cache.group(root, r.cur, r.intern)
 	r.recs = r.recs[:0]
 }
 
@@ -327,7 +334,32 @@ var (
 const maxDirentCalls = 1 << 16
 
 func newTaskReader() *taskReader {
-	return &taskReader{buf: make([]byte, smallFile)}
+	return &taskReader{buf: make([]byte, smallFile), names: map[string]string{}}
+}
+
+// maxInterned bounds the strings a reader interns: a dataset whose tasks
+// name their files uniquely allocates them as it would without.
+const maxInterned = 4096
+
+// intern returns b as a string, shared with earlier equal ones.
+func (r *taskReader) intern(b []byte) string {
+	if s, ok := r.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(r.names) < maxInterned {
+		r.names[s] = s
+	}
+	return s
+}
+
+// childPath is rel + "/" + name (name alone at the root), interned.
+func (r *taskReader) childPath(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	r.pathBuf = append(append(append(r.pathBuf[:0], rel...), '/'), name...)
+	return r.intern(r.pathBuf)
 }
 
 // walkState collects one task folder's files while walking it.
@@ -433,7 +465,10 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		return taskResult{} // not a task folder
 	}
 
-	w := &walkState{display: display, files: make([]File, 0, 8)}
+	// The walk's buffers are the reader's, reused task after task:
+	// nothing the task keeps points into them.
+	w := &r.walkState
+	*w = walkState{display: display, files: w.files[:0], kept: w.kept[:0]}
 	r.walk(w, root, "", entries)
 
 	t := &Task{Name: name, Kind: "harbor", Dir: dir}
@@ -442,10 +477,10 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid task name", Detail: msg + ".", Subject: &hcl.Range{Filename: display}})
 	}
 
-	tomlName := filepath.Join(display, "task.toml")
 	res := taskResult{}
 	cfg := w.config
 	if src, ok := w.content("task.toml"); ok && cfg == nil {
+		tomlName := filepath.Join(display, "task.toml")
 		var cd hcl.Diagnostics
 		cfg, cd = ParseTaskConfig(tomlName, src)
 		if len(cd) > 0 {
@@ -476,31 +511,72 @@ func (r *taskReader) load(dir, display, name string) taskResult {
 		return slices.ContainsFunc(cfg.Steps, func(s StepConfig) bool { return s.Name == step })
 	}
 	var undeclared []string
-	for _, f := range w.files {
+	// The files of the four roles share one allocation, each role's
+	// slice capped at its end (an append by a caller copies).
+	const (
+		roleEnv = iota
+		roleTests
+		roleSolution
+		roleOther
+		roleStep
+	)
+	roleOf := func(p string) (int, string) {
 		switch {
-		case strings.HasPrefix(f.Path, "environment/"):
-			t.Environment = append(t.Environment, f)
-		case strings.HasPrefix(f.Path, "tests/"):
-			t.Tests = append(t.Tests, f)
-		case strings.HasPrefix(f.Path, "solution/"):
-			t.Solution = append(t.Solution, f)
-		case strings.HasPrefix(f.Path, "steps/") && strings.Count(f.Path, "/") >= 2:
-			step := strings.SplitN(f.Path, "/", 3)[1]
+		case strings.HasPrefix(p, "environment/"):
+			return roleEnv, ""
+		case strings.HasPrefix(p, "tests/"):
+			return roleTests, ""
+		case strings.HasPrefix(p, "solution/"):
+			return roleSolution, ""
+		case strings.HasPrefix(p, "steps/") && strings.Count(p, "/") >= 2:
+			step := strings.SplitN(p, "/", 3)[1]
 			if declared(step) {
-				if stepFiles == nil {
-					stepFiles = map[string][]File{}
-				}
-				stepFiles[step] = append(stepFiles[step], f)
-				continue
+				return roleStep, step
 			}
+			return roleOther, step
+		}
+		return roleOther, ""
+	}
+	var counts [roleStep]int
+	for i := range w.files {
+		if role, _ := roleOf(w.files[i].Path); role < roleStep {
+			counts[role]++
+		}
+	}
+	all := make([]File, 0, counts[roleEnv]+counts[roleTests]+counts[roleSolution]+counts[roleOther])
+	var start [roleStep]int
+	for role := range counts {
+		start[role] = len(all)
+		all = all[:len(all)+counts[role]]
+		counts[role] = 0
+	}
+	put := func(role int, f File) {
+		all[start[role]+counts[role]] = f
+		counts[role]++
+	}
+	for _, f := range w.files {
+		switch role, step := roleOf(f.Path); {
+		case role == roleStep:
+			if stepFiles == nil {
+				stepFiles = map[string][]File{}
+			}
+			stepFiles[step] = append(stepFiles[step], f)
+		case step != "":
 			if len(undeclared) == 0 || undeclared[len(undeclared)-1] != step {
 				undeclared = append(undeclared, step)
 			}
-			t.Other = append(t.Other, f)
+			put(role, f)
 		default:
-			t.Other = append(t.Other, f)
+			put(role, f)
 		}
 	}
+	of := func(role int) []File {
+		if counts[role] == 0 {
+			return nil
+		}
+		return all[start[role] : start[role]+counts[role] : start[role]+counts[role]]
+	}
+	t.Environment, t.Tests, t.Solution, t.Other = of(roleEnv), of(roleTests), of(roleSolution), of(roleOther)
 
 	windows := cfg.Environment.OS == "windows"
 	testScript := "tests/test.sh"
@@ -639,10 +715,7 @@ func missingFile(display, task, rel string) *hcl.Diagnostic {
 // the folder's path relative to the task root ("" for the root).
 func (r *taskReader) walk(w *walkState, d dirRef, rel string, entries []dirEntry) {
 	for _, e := range entries {
-		childRel := e.name
-		if rel != "" {
-			childRel = rel + "/" + e.name
-		}
+		childRel := r.childPath(rel, e.name)
 		switch typ := e.typ; {
 		case typ.IsDir():
 			if r.cache != nil {

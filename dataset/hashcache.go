@@ -175,8 +175,9 @@ func (c *HashCache) Len() int {
 }
 
 // group returns the recorded entries of the task folder root, sorted by
-// rel, decoded into buf.
-func (c *HashCache) group(root string, buf []cacheEntry) (cacheGroup, []cacheEntry, bool) {
+// rel, decoded into buf. Folder entries' names are copied out of the
+// cache by intern.
+func (c *HashCache) group(root string, buf []cacheEntry, intern func([]byte) string) (cacheGroup, []cacheEntry, bool) {
 	if c == nil {
 		return cacheGroup{}, nil, false
 	}
@@ -188,7 +189,7 @@ func (c *HashCache) group(root string, buf []cacheEntry) (cacheGroup, []cacheEnt
 	if !ok {
 		return cacheGroup{}, nil, false
 	}
-	d := decoder{b: c.data[:g.end], p: g.body, parsedOK: c.parsedOK}
+	d := decoder{b: c.data[:g.end], p: g.body, parsedOK: c.parsedOK, intern: intern}
 	buf = buf[:0]
 	for i := range g.n {
 		e := d.entry()
@@ -440,6 +441,7 @@ type decoder struct {
 	p        int
 	fail     bool
 	parsedOK bool
+	intern   func([]byte) string // copies a name out of b
 }
 
 func (d *decoder) uv() uint64 {
@@ -480,6 +482,15 @@ func (d *decoder) str() string {
 		return ""
 	}
 	return unsafe.String(&s[0], len(s))
+}
+
+// name is a string copied out of b.
+func (d *decoder) name() string {
+	b := d.bytes()
+	if d.intern != nil {
+		return d.intern(b)
+	}
+	return string(b)
 }
 
 func (d *decoder) byte() byte {
@@ -533,7 +544,7 @@ func (d *decoder) entry() cacheEntry {
 		e.dir = make([]dirEntry, 0, n)
 		for range n {
 			// Copied: a name becomes part of the task's file paths.
-			name := strings.Clone(d.str())
+			name := d.name()
 			typ := fs.FileMode(d.uv())
 			if d.fail || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 				d.fail = true

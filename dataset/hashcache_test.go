@@ -306,7 +306,7 @@ func TestHashCacheTaskTOMLRecordedParsed(t *testing.T) {
 	must(t, os.WriteFile(toml, []byte("version = \"1.0\"\n[agent]\ntimeout_sec = 60.0\n[metadata]\ntags = [\"a\", 1]\n"), 0o644))
 	settle(t, dir, path)
 	hc := OpenHashCache(path)
-	_, entries, ok := hc.group(filepath.Join(dir, "alpha"), nil)
+	_, entries, ok := hc.group(filepath.Join(dir, "alpha"), nil, nil)
 	if !ok {
 		t.Fatal("alpha is not in the cache")
 	}
