@@ -23,8 +23,9 @@ import (
 //
 // A cached parse is only as good as the parser that made it: the cache
 // file records parseIdentity, a hash of the sources of the parser and of
-// the types it fills (embedded below), of go-toml's version and of the Go
-// release, and a cached parse made by any other build is not used.
+// the types it fills (embedded below), of the constants it reads from the
+// package's other files, of go-toml's version and of the Go release, and a
+// cached parse made by any other build is not used.
 
 //go:embed taskconfig.go task.go tomlpos.go configcodec.go
 var parserSources embed.FS
@@ -32,6 +33,9 @@ var parserSources embed.FS
 var parseIdentity = sync.OnceValue(func() [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(runtime.Version() + "\x00"))
+	// What the parser reads from the package's other files.
+	h.Write(binary.AppendUvarint(nil, MaxTaskTOML))
+	h.Write(utf8BOM)
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range bi.Deps {
 			if m.Path == "github.com/pelletier/go-toml/v2" {
