@@ -132,18 +132,23 @@ func (s *Store) Check() (*CheckReport, error) {
 }
 
 // verifyDropping is verify, the pages it reads dropped from the map every
-// 250 ms (bbolt's consistency check reads every page of the file and has
-// no hook between pages): they stay in the page cache, and hemra does not
-// grow to the size of state.db. No one writes to the file while the read
-// transaction holds it, so a page dropped is read back the same. The cost
-// is that verify's second pass over the pages (bbolt's, after its own)
-// faults them in again: at 100,000 attempts about 0.1 million faults.
+// 250 ms once state.db is larger than verifyResident (bbolt's consistency
+// check reads every page of the file and has no hook between pages): they
+// stay in the page cache, and hemra does not grow to the size of a large
+// state.db. No one writes to the file while the read transaction holds
+// it, so a page dropped is read back the same. The cost is that verify's
+// second pass over the pages (bbolt's, after its own) faults them in
+// again, about 0.1 million faults per 400 MB: below verifyResident the
+// pages are kept.
 func verifyDropping(tx *bolt.Tx) []string {
+	if tx.Size() <= verifyResident {
+		return verify(tx, 50)
+	}
 	stop := make(chan struct{})
 	dropped := make(chan struct{})
 	go func() {
 		defer close(dropped)
-		t := time.NewTicker(250 * time.Millisecond)
+		t := time.NewTicker(verifyDropEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -160,6 +165,13 @@ func verifyDropping(tx *bolt.Tx) []string {
 	}()
 	return verify(tx, 50)
 }
+
+// verifyResident is how much of state.db bbolt's consistency check keeps
+// mapped; beyond it, it drops its pages every verifyDropEvery.
+var (
+	verifyResident  int64 = 512 << 20
+	verifyDropEvery       = 250 * time.Millisecond
+)
 
 // checkRecords checks the attempt records, one id range per CPU, and the
 // indexes beside them, then the groups the records name, one range of
@@ -522,18 +534,23 @@ type blobWorker struct {
 // folder; anything else is a stray.
 func (w *blobWorker) folder(name string) {
 	dir := filepath.Join(w.store, blobsDir, "sha256", name)
-	entries, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
+	if err != nil {
+		w.err = errors.Join(w.err, err)
+		return
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
 	if err != nil {
 		w.err = errors.Join(w.err, err)
 		return
 	}
 	for _, e := range entries {
-		path := filepath.Join(dir, e.Name())
-		rel := filepath.Join(blobsDir, "sha256", name, e.Name())
+		rel := func() string { return filepath.Join(blobsDir, "sha256", name, e.Name()) }
 		if e.IsDir() {
 			// Nothing is stored below a blob folder: whatever is there is
 			// a stray.
-			err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+			err := filepath.WalkDir(filepath.Join(dir, e.Name()), func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
 				}
@@ -548,75 +565,45 @@ func (w *blobWorker) folder(name string) {
 		}
 		k, ok := blobKeyOf(e.Name())
 		if !ok || e.Name()[:2] != name {
-			w.strays = append(w.strays, rel)
+			w.strays = append(w.strays, rel())
 			continue
 		}
 		w.count++
 		w.found[k] = struct{}{}
-		w.blob(path, rel, e, k)
+		w.blob(d, e, k, rel)
 	}
 }
 
-// blob checks one blob: its content hashes to its name, and it is
-// read-only.
-func (w *blobWorker) blob(path, rel string, e fs.DirEntry, k blobKey) {
+// blob checks one blob in the folder dir: its content hashes to its
+// name, and it is read-only.
+func (w *blobWorker) blob(dir *os.File, e fs.DirEntry, k blobKey, rel func() string) {
 	problem := func(format string, args ...any) { w.problems = append(w.problems, fmt.Sprintf(format, args...)) }
 	if !e.Type().IsRegular() {
 		// A link, or something stranger: what it leads to is hashed, its
 		// own permissions checked.
-		if sum, err := hashFile(path); err != nil {
-			problem("%s: %v", rel, err)
+		if sum, err := hashFile(filepath.Join(dir.Name(), e.Name())); err != nil {
+			problem("%s: %v", rel(), err)
 		} else if sum != hex.EncodeToString(k[:]) {
-			problem("%s: content hashes to %s: the blob is corrupt", rel, sum)
+			problem("%s: content hashes to %s: the blob is corrupt", rel(), sum)
 		}
 		if info, err := e.Info(); err == nil && info.Mode().Perm()&0o222 != 0 {
-			problem("%s: writable (%s); blobs are read-only", rel, info.Mode().Perm())
+			problem("%s: writable (%s); blobs are read-only", rel(), info.Mode().Perm())
 		}
 		return
 	}
 	var sum blobKey
-	perm, err := w.hash(path, &sum)
+	perm, err := w.hashAt(dir, e.Name(), &sum)
 	if err != nil {
-		problem("%s: %v", rel, err)
+		problem("%s: %v", rel(), err)
 		if info, err := e.Info(); err == nil {
 			perm = info.Mode().Perm()
 		}
 	} else if sum != k {
-		problem("%s: content hashes to %s: the blob is corrupt", rel, hex.EncodeToString(sum[:]))
+		problem("%s: content hashes to %s: the blob is corrupt", rel(), hex.EncodeToString(sum[:]))
 	}
 	if perm&0o222 != 0 {
-		problem("%s: writable (%s); blobs are read-only", rel, perm)
+		problem("%s: writable (%s); blobs are read-only", rel(), perm)
 	}
-}
-
-// hash reads the regular file at path into sum, and returns its
-// permissions: one open, one stat of what was opened, and reads until its
-// size is read, through one buffer.
-func (w *blobWorker) hash(path string, sum *blobKey) (fs.FileMode, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	w.h.Reset()
-	size, read := info.Size(), int64(0)
-	for read < size {
-		n, err := f.Read(w.buf)
-		w.h.Write(w.buf[:n])
-		read += int64(n)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	w.h.Sum(sum[:0])
-	return info.Mode().Perm(), nil
 }
 
 // idBounds splits the attempts into about n ranges of ids by the time in
