@@ -484,6 +484,8 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("recording the run: %w", err)
 	}
 	e.emit(Event{Type: EventRunStart, RunID: e.runID, Planned: len(e.work)})
+	e.store.SetBatchWait(batchWait)
+	defer e.store.SetBatchWait(0)
 
 	queue := make(chan *job)
 	e.results = make(chan AttemptReport)
@@ -511,6 +513,9 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 	// Reports arrive from recorders, once an attempt's outcome is durable.
 	go func() {
 		wg.Wait()
+		// No attempt starts any more: the last records need not wait for
+		// writes that will not come.
+		e.store.SetBatchWait(0)
 		e.recWG.Wait()
 		close(e.results)
 	}()

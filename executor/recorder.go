@@ -23,12 +23,20 @@ const maxPendingRecords = 256
 // attempt) is one commit, not one per stage. Writes of different
 // attempts reach the store together, so the store's writer commits them
 // in shared transactions: one fsync for many writes rather than one per
-// write. A plan made while the apply runs sees the attempts it is running
-// recordLinger late at most.
+// write. So that attempts that run one after another (-parallelism 1)
+// share them too, the store holds each batch up to batchWait for the
+// writes that follow (state.Store.SetBatchWait) while the attempts run. A
+// plan made while the apply runs sees the attempts it is running
+// recordLinger + batchWait late at most.
 
 // recordLinger is how long an attempt's write waits for the ones that
 // follow it before it is committed on its own.
 const recordLinger = 50 * time.Millisecond
+
+// batchWait is how long a batch of the store's writes waits for more while
+// attempts run: a nop attempt on the local sandbox takes a few ms, so
+// about forty of them share a commit at -parallelism 1.
+const batchWait = 200 * time.Millisecond
 
 type recorder struct {
 	ops   chan recordOp

@@ -9,13 +9,26 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Blobs are content-addressed files under blobs/sha256/<aa>/<hex>: written
-// once (temporary file, fsync, rename), then read-only. Storing content that
-// is already there does nothing. A blob is stored before any record names
-// it, so a record never lacks its blob; a crash in between leaves at most an
-// orphan blob, which Check lists and which harms nothing.
+// once (temporary file, rename), then read-only. Storing content that is
+// already there does nothing. A blob is stored before any record names it,
+// and the writer makes every blob stored since its last commit durable
+// before the next (syncBlobs: one syncfs for all of them on Linux, not an
+// fsync per blob and per folder), so a record never lacks its blob; a crash
+// in between leaves at most an orphan blob, which Check lists and which
+// harms nothing, or a blob whose content did not reach the disk, which no
+// record names. The first blob a writer stores before a sync leaves a
+// marker (blobsUnsynced) that a clean Close removes: a writer that finds it
+// at Open re-hashes the blobs stored since, and removes those whose
+// content is not their name (recoverUnsynced), so that storing that
+// content again never takes a torn file for it.
+
+// blobsUnsynced is the marker of a writer that stored blobs it has not
+// synced yet (in the store folder).
+const blobsUnsynced = "blobs.unsynced"
 
 // ValidSHA256 reports whether s is a lowercase hex SHA-256, the only blob
 // names there are.
@@ -173,11 +186,11 @@ func discard(f *os.File) {
 	os.Remove(f.Name())
 }
 
-// installBlob makes tmp durable and read-only, then renames it to its
-// final name, so a blob's path only ever holds its complete content.
+// installBlob makes tmp read-only and renames it to its final name; the
+// next commit makes it durable first (syncBlobs).
 func (s *Store) installBlob(tmp *os.File, sha string) error {
 	final := s.BlobPath(sha)
-	if err := tmp.Sync(); err != nil {
+	if err := s.markUnsynced(); err != nil {
 		discard(tmp)
 		return fmt.Errorf("storing blob %s: %w", sha, err)
 	}
@@ -207,6 +220,7 @@ func (s *Store) installBlob(tmp *os.File, sha string) error {
 	if s.blobDirs == nil {
 		s.blobDirs = map[string]struct{}{}
 	}
+	s.blobFiles = append(s.blobFiles, final)
 	s.blobDirs[filepath.Dir(final)] = struct{}{}
 	if newDir {
 		s.blobDirs[filepath.Dir(filepath.Dir(final))] = struct{}{}
@@ -215,31 +229,101 @@ func (s *Store) installBlob(tmp *os.File, sha string) error {
 	return nil
 }
 
-// syncBlobDirs makes the renames of the blobs stored since it last ran
-// durable, before the next commit (and at Close): one fsync per folder
-// that took a blob, on the store's writer rather than on the path of
-// whoever stored the blob, and once for every blob of the batch in that
-// folder. A blob's content is synced before its rename (installBlob), so
-// its name only ever holds all of it; a crash before this sync can lose
-// the name of a blob no record names yet, which the next write stores
-// again. (syncfs(2), one call for all, measured 3 ms a call against 0.5
-// ms a folder fsync on a shared machine: it flushes everyone's writes.)
-func (s *Store) syncBlobDirs() error {
+// markUnsynced leaves the blobsUnsynced marker, durably, before the first
+// blob a writer stores without syncing it.
+func (s *Store) markUnsynced() error {
 	s.blobMu.Lock()
-	dirs := s.blobDirs
-	s.blobDirs = nil
-	s.blobMu.Unlock()
-	if len(dirs) == 0 {
+	defer s.blobMu.Unlock()
+	if s.marked {
 		return nil
 	}
-	var err error
-	for d := range dirs {
-		if err = syncDir(d); err != nil {
-			break
-		}
+	if err := ensureFile(filepath.Join(s.dir, blobsUnsynced)); err != nil {
+		return err
 	}
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	s.marked = true
+	return nil
+}
+
+// unmarkUnsynced removes the marker once every blob is synced (Close).
+func (s *Store) unmarkUnsynced() {
+	s.blobMu.Lock()
+	defer s.blobMu.Unlock()
+	if s.marked && len(s.blobFiles) == 0 {
+		_ = os.Remove(filepath.Join(s.dir, blobsUnsynced))
+		s.marked = false
+	}
+}
+
+// recoverUnsynced runs when a writer opens the store: when the marker of
+// a writer that stopped before it synced its blobs is there, every blob
+// stored since the marker was made is hashed, and one whose content is not
+// its name (a crash took its content, not its name) is removed. No record
+// names it: records are committed only after their blobs are synced.
+func (s *Store) recoverUnsynced() error {
+	marker := filepath.Join(s.dir, blobsUnsynced)
+	st, err := os.Stat(marker)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	since := st.ModTime().Add(-2 * time.Second) // coarse file-system clocks
+	root := filepath.Join(s.dir, blobsDir, "sha256")
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			if info, err := d.Info(); err == nil && path != root && info.ModTime().Before(since) {
+				return filepath.SkipDir // no blob was renamed into it since
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || info.ModTime().Before(since) || !ValidSHA256(d.Name()) {
+			return nil
+		}
+		if sum, err := hashFile(path); err != nil || sum != d.Name() {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checking the blobs a stopped writer stored: %w", err)
+	}
+	if err := syncDir(root); err != nil {
+		return err
+	}
+	return os.Remove(marker)
+}
+
+// syncBlobs makes the blobs stored since it last ran durable, their
+// content and their names, before the next commit (and at Close): on the
+// store's writer rather than on the path of whoever stored the blob, and
+// once for every blob of the batch. On Linux that is one syncfs(2) of the
+// store's file system (about 0.3 ms of CPU, where an fsync of each blob and
+// of each folder it went into cost 0.2 and 0.07 ms each); elsewhere an
+// fsync of each blob, then of each folder.
+func (s *Store) syncBlobs() error {
+	s.blobMu.Lock()
+	files, dirs := s.blobFiles, s.blobDirs
+	s.blobFiles, s.blobDirs = nil, nil
+	s.blobMu.Unlock()
+	if len(files) == 0 && len(dirs) == 0 {
+		return nil
+	}
+	err := syncAll(s.dir, files, dirs)
 	if err != nil {
 		s.blobMu.Lock()
+		s.blobFiles = append(s.blobFiles, files...)
 		if s.blobDirs == nil {
 			s.blobDirs = map[string]struct{}{}
 		}
@@ -251,7 +335,23 @@ func (s *Store) syncBlobDirs() error {
 	return err
 }
 
-// syncDir makes a rename in dir durable.
+// syncEach fsyncs each file, then each folder.
+func syncEach(files []string, dirs map[string]struct{}) error {
+	for _, f := range files {
+		if err := syncDir(f); err != nil {
+			return err
+		}
+	}
+	for d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable (or a file's content, given a
+// file).
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -48,13 +48,21 @@ type Store struct {
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
 
+	// batchWait is how long a batch waits for more writes (SetBatchWait),
+	// in nanoseconds; flush wakes a batch waiting when it is lowered.
+	batchWait atomic.Int64
+	flush     chan struct{}
+
 	opens atomic.Int64 // state.db opens, for DBOpens
 	wrote atomic.Bool  // a batch was committed: Close refreshes the backup
 
-	// blobDirs are the blob folders a blob was renamed into since the
-	// last commit, synced together before it (syncBlobDirs).
-	blobMu   sync.Mutex
-	blobDirs map[string]struct{}
+	// blobFiles are the blobs stored since the last commit, and blobDirs
+	// the folders they were renamed into, synced together before it
+	// (syncBlobs); marked says the blobsUnsynced marker is there.
+	blobMu    sync.Mutex
+	blobFiles []string
+	blobDirs  map[string]struct{}
+	marked    bool
 }
 
 // DBOpens is how many times this Store has opened state.db: one per read
@@ -146,7 +154,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		releaseWriterLock(lock)
 		return nil, err
 	}
+	if err := s.recoverUnsynced(); err != nil {
+		releaseWriterLock(lock)
+		return nil, err
+	}
 	s.reqs = make(chan *writeReq, 64)
+	s.flush = make(chan struct{}, 1)
 	s.stopped = make(chan struct{})
 	go s.commitLoop()
 	return s, nil
@@ -169,7 +182,10 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.stopped
-	err := s.syncBlobDirs()
+	err := s.syncBlobs()
+	if err == nil {
+		s.unmarkUnsynced()
+	}
 	if s.wrote.Load() {
 		err = errors.Join(err, s.verifyAndBackup())
 	}

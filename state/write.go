@@ -46,24 +46,74 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 }
 
 // commitLoop commits what is queued as one batch, then the next: writes
-// that arrive while a batch commits share the following one.
+// that arrive while a batch commits share the following one. Under a
+// batch wait (SetBatchWait) a batch also takes the writes that arrive
+// within the wait after its first one.
 func (s *Store) commitLoop() {
 	defer close(s.stopped)
 	for first := range s.reqs {
 		batch := []*writeReq{first}
+		var deadline <-chan time.Time
+		var timer *time.Timer
+		if wait := time.Duration(s.batchWait.Load()); wait > 0 {
+			timer = time.NewTimer(wait)
+			deadline = timer.C
+		}
 	drain:
 		for len(batch) < maxBatch {
+			if deadline == nil {
+				select {
+				case r, ok := <-s.reqs:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+				continue
+			}
 			select {
 			case r, ok := <-s.reqs:
 				if !ok {
 					break drain
 				}
 				batch = append(batch, r)
-			default:
+			case <-deadline:
 				break drain
+			case <-s.flush:
+				// The wait was lifted: take what is queued, and go.
+				deadline = nil
 			}
 		}
+		if timer != nil {
+			timer.Stop()
+		}
 		s.commit(batch)
+	}
+}
+
+// SetBatchWait makes every batch of writes wait up to d after its first
+// write for others to share its transaction, and its fsyncs; zero (the
+// default) commits what is queued at once. For a writer whose writes do
+// not hold up its work while they wait to be durable (apply's recorders):
+// one commit for every write of d, instead of one per write when they come
+// one at a time. Lowering it lets a waiting batch commit at once.
+func (s *Store) SetBatchWait(d time.Duration) {
+	if !s.opts.Writer {
+		return
+	}
+	old := time.Duration(s.batchWait.Swap(int64(max(d, 0))))
+	if d < old {
+		select {
+		case s.flush <- struct{}{}:
+		default:
+		}
+		return
+	}
+	select { // a lift no batch waited for does not cut the next one short
+	case <-s.flush:
+	default:
 	}
 }
 
@@ -80,7 +130,7 @@ func (s *Store) commit(batch []*writeReq) {
 	}()
 	// The blobs stored before these writes are durable before any of
 	// them: a record never names a blob a crash can take away.
-	if err := s.syncBlobDirs(); err != nil {
+	if err := s.syncBlobs(); err != nil {
 		for _, r := range batch {
 			results[r] = fmt.Errorf("making the stored blobs durable: %w", err)
 		}
