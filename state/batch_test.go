@@ -64,6 +64,62 @@ func TestBatchWaitSharesCommits(t *testing.T) {
 	}
 }
 
+// TestBackupOfABigState: a big state (here: backupAlways lowered) that
+// changed since its backup is copied again only once the backup is old
+// enough for its size, when a writer closes or opens it; a missing backup
+// is always written.
+func TestBackupOfABigState(t *testing.T) {
+	oldAlways, oldRate := backupAlways, backupRate
+	backupAlways, backupRate = 0, 1 // one second of age per byte: never due
+	defer func() { backupAlways, backupRate = oldAlways, oldRate }()
+	dir := t.TempDir()
+	session := func() {
+		t.Helper()
+		st, err := Open(dir, Options{Writer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.AddAttempt(&Attempt{Address: "e/h/" + NewID() + "#1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backupSerial := func() uint64 {
+		t.Helper()
+		m, _, err := readBackupMeta(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Serial
+	}
+	session()
+	first := backupSerial() // no backup yet: written
+	session()
+	session()
+	if got := backupSerial(); got != first {
+		t.Errorf("backup refreshed to serial %d before it was due (still %d wanted)", got, first)
+	}
+	old := time.Now().Add(-1000 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, backupFile), old, old); err != nil {
+		t.Fatal(err)
+	}
+	backupRate = 1 << 20
+	session()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := backupSerial(); got != m.Serial {
+		t.Errorf("an old backup was not refreshed: serial %d, the state's %d", got, m.Serial)
+	}
+}
+
 // TestUnsyncedBlobsRecovered: blobs are synced once per commit, not each
 // as it is stored; a writer that finds the marker of one that stopped
 // before its sync removes the blobs stored since whose content is not

@@ -42,7 +42,7 @@ func (e *DamagedError) Error() string {
 	fmt.Fprintf(&b, "the state file %s is damaged: %s", e.Path, e.Detail)
 	b.WriteString("\nhemra will not read or write it: nothing was changed.")
 	if e.Backup != "" {
-		fmt.Fprintf(&b, "\nThe last good copy is %s (serial %d, taken %s by the last apply).",
+		fmt.Fprintf(&b, "\nThe last good copy is %s (serial %d, taken %s by an apply).",
 			e.Backup, e.BackupMeta.Serial, e.BackupTime.UTC().Format("2006-01-02 15:04:05 UTC"))
 		fmt.Fprintf(&b, "\nTo restore it (docs/state.md, \"A damaged state file\"), with no hemra apply running:\n  ")
 		if _, err := os.Stat(e.Path); err == nil {

@@ -166,8 +166,9 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 // Close lets go of the writer lock after every pending write is committed,
-// and, when this writer changed the state, checks it and refreshes
-// state.db.backup (verifyAndBackup). Closing a reader does nothing. Close
+// and, when this writer changed the state and a new backup is due
+// (backupDue), checks it and refreshes state.db.backup. Closing a reader
+// does nothing. Close
 // may be called more than once.
 func (s *Store) Close() error {
 	if !s.opts.Writer {
@@ -187,7 +188,7 @@ func (s *Store) Close() error {
 		s.unmarkUnsynced()
 	}
 	if s.wrote.Load() {
-		err = errors.Join(err, s.verifyAndBackup())
+		err = errors.Join(err, s.closingBackup())
 	}
 	return errors.Join(err, releaseWriterLock(s.lock))
 }
