@@ -102,7 +102,7 @@ func (e *executor) attempt(ctx context.Context, j *job) {
 	a.rec.finish("recording the outcome", state.FinishWrite(a.id, final, &out))
 	a.rec.close(func(err error) {
 		if err == nil {
-			a.releaseSuperseded(ctx, out.Snapshot)
+			a.e.releaseSuperseded(ctx, a, out.Snapshot)
 			a.tidyWorkspace(&out)
 		}
 		report(err)
@@ -115,54 +115,105 @@ type snapshotRemover interface {
 	RemoveSnapshot(ctx context.Context, ref string) error
 }
 
-// releaseSuperseded removes the agent snapshot of the attempt this one
-// superseded, once this one is recorded: only the current attempt's
-// snapshot can serve a later re-verify. A snapshot this attempt reuses (a
-// re-verify or re-judge) or that the address's current attempt still
-// names is kept. Failing to remove it is a warning, not the attempt's
-// error: `hemra doctor -prune` removes it later.
-func (a *attemptRun) releaseSuperseded(ctx context.Context, kept string) {
+// supersededRelease is one recorded attempt whose prior attempt's
+// snapshot may have to go (releaseSuperseded).
+type supersededRelease struct {
+	ctx  context.Context
+	a    *attemptRun
+	kept string // the snapshot this attempt's outcome names
+}
+
+// releaseSuperseded queues the release of the agent snapshot of the
+// attempt a superseded, once a is recorded (releaser).
+func (e *executor) releaseSuperseded(ctx context.Context, a *attemptRun, kept string) {
 	priorID := a.j.pa.PriorAttemptID
 	if priorID == "" || priorID == a.id {
 		return
 	}
-	// One read of the state: the prior attempt, and the address's
-	// current summary (this attempt, normally, whose snapshot is kept).
-	var prior *state.Attempt
-	var ref string
-	release := false
-	err := a.e.store.View(func(v *state.View) error {
-		p, err := v.Attempt(priorID)
-		if err != nil || p.Outcome == nil || p.Outcome.Snapshot == "" || p.Outcome.Snapshot == kept {
-			return err
-		}
-		prior, ref = p, p.Outcome.Snapshot
-		cur, ok, err := v.Current(a.j.pa.Address)
-		if err != nil || !ok || cur.AttemptID == priorID {
-			return err
-		}
-		if cur.AttemptID != a.id {
-			// Another attempt became current since: its snapshot is kept.
-			c, err := v.Attempt(cur.AttemptID)
-			if err != nil || c.Outcome != nil && c.Outcome.Snapshot == ref {
-				return err
+	e.releases <- supersededRelease{ctx: ctx, a: a, kept: kept}
+}
+
+// releaser removes the agent snapshots of the attempts that recorded ones
+// superseded: only the current attempt's snapshot can serve a later
+// re-verify. It takes every release queued and reads the state once for
+// all of them: one read of state.db per batch of attempts, not one each
+// (a state of 100,000 attempts costs a read its pages again every time
+// it is opened). A snapshot an attempt reuses (a re-verify or re-judge)
+// or that the address's current attempt still names is kept. Failing to
+// remove it is a warning, not the attempt's error: `hemra doctor -prune`
+// removes it later.
+func (e *executor) releaser(done chan<- struct{}) {
+	defer close(done)
+	for r := range e.releases {
+		batch := []supersededRelease{r}
+	more:
+		for len(batch) < 1000 {
+			select {
+			case r, ok := <-e.releases:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
 			}
 		}
-		release = true
+		e.release(batch)
+	}
+}
+
+// release removes what batch superseded, as releaser says.
+func (e *executor) release(batch []supersededRelease) {
+	type removal struct {
+		r     supersededRelease
+		prior *state.Attempt
+		ref   string
+	}
+	var removals []removal
+	err := e.store.View(func(v *state.View) error {
+		for _, r := range batch {
+			a := r.a
+			priorID := a.j.pa.PriorAttemptID
+			// The outcome alone first: most attempts keep the snapshot
+			// their prior made (a local attempt's empty one, a re-verify's).
+			o, err := v.AttemptOutcome(priorID)
+			if err != nil || o == nil || o.Snapshot == "" || o.Snapshot == r.kept {
+				continue
+			}
+			p, err := v.Attempt(priorID)
+			if err != nil {
+				continue
+			}
+			ref := o.Snapshot
+			cur, ok, err := v.Current(a.j.pa.Address)
+			if err != nil || !ok || cur.AttemptID == priorID {
+				continue
+			}
+			if cur.AttemptID != a.id {
+				// Another attempt became current since: its snapshot is kept.
+				c, err := v.Attempt(cur.AttemptID)
+				if err != nil || c.Outcome != nil && c.Outcome.Snapshot == ref {
+					continue
+				}
+			}
+			removals = append(removals, removal{r, p, ref})
+		}
 		return nil
 	})
-	if err != nil || !release {
+	if err != nil {
 		return
 	}
-	r, ok := a.e.opts.Providers[prior.Manifest.Sandbox.Kind].(snapshotRemover)
-	if !ok {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-	defer cancel()
-	if err := r.RemoveSnapshot(rctx, ref); err != nil {
-		a.e.emit(Event{Type: EventWarning, Address: a.j.pa.Address, AttemptID: priorID,
-			Error: fmt.Sprintf("removing the snapshot of superseded attempt %s: %v (hemra doctor -prune removes it later)", priorID, err)})
+	for _, m := range removals {
+		rm, ok := e.opts.Providers[m.prior.Manifest.Sandbox.Kind].(snapshotRemover)
+		if !ok {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(m.r.ctx), stopTimeout)
+		if err := rm.RemoveSnapshot(rctx, m.ref); err != nil {
+			e.emit(Event{Type: EventWarning, Address: m.r.a.j.pa.Address, AttemptID: m.prior.ID,
+				Error: fmt.Sprintf("removing the snapshot of superseded attempt %s: %v (hemra doctor -prune removes it later)", m.prior.ID, err)})
+		}
+		cancel()
 	}
 }
 

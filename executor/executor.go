@@ -237,7 +237,8 @@ type executor struct {
 	eventsMu sync.Mutex
 	blobs    sync.Map // SHA-256 of blobs stored by this apply
 	recorders
-	results chan AttemptReport
+	results  chan AttemptReport
+	releases chan supersededRelease // to releaser
 }
 
 // job is one planned attempt with what it needs resolved up front.
@@ -511,12 +512,17 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 		}
 	}()
 	// Reports arrive from recorders, once an attempt's outcome is durable.
+	e.releases = make(chan supersededRelease, maxPendingRecords)
+	released := make(chan struct{})
+	go e.releaser(released)
 	go func() {
 		wg.Wait()
 		// No attempt starts any more: the last records need not wait for
 		// writes that will not come.
 		e.store.SetBatchWait(0)
 		e.recWG.Wait()
+		close(e.releases)
+		<-released
 		close(e.results)
 	}()
 

@@ -180,3 +180,42 @@ func TestUnsyncedBlobsRecovered(t *testing.T) {
 		t.Errorf("stored again: %q, %v", b, err)
 	}
 }
+
+// TestAttemptOutcomeReadsTheRecordsOutcome: the outcome read alone is the
+// outcome of the whole record.
+func TestAttemptOutcomeReadsTheRecordsOutcome(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a := planned("h", "t", 1)
+	a.Outcome = nil
+	a.Transitions = []Transition{{Status: StatusAgent}}
+	if err := st.AddAttempt(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Finish(a.ID, StatusFinished, &Outcome{Class: ClassPassed, Snapshot: "local:empty", Steps: []StepOutcome{{Name: "s", Snapshot: "/x/snapshot"}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.View(func(v *View) error {
+		whole, err := v.Attempt(a.ID)
+		if err != nil {
+			return err
+		}
+		o, err := v.AttemptOutcome(a.ID)
+		if err != nil {
+			return err
+		}
+		if o == nil || o.Snapshot != whole.Outcome.Snapshot || len(o.Steps) != 1 || o.Steps[0].Snapshot != "/x/snapshot" || o.Class != whole.Outcome.Class {
+			t.Errorf("AttemptOutcome = %+v, want the record's %+v", o, whole.Outcome)
+		}
+		if _, err := v.AttemptOutcome("nope"); err == nil {
+			t.Error("AttemptOutcome of an unknown id succeeded")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
