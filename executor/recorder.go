@@ -25,9 +25,11 @@ const maxPendingRecords = 256
 // in shared transactions: one fsync for many writes rather than one per
 // write. So that attempts that run one after another (-parallelism 1)
 // share them too, the store holds each batch up to batchWait for the
-// writes that follow (state.Store.SetBatchWait) while the attempts run. A
-// plan made while the apply runs sees the attempts it is running
-// recordLinger + batchWait late at most.
+// writes that follow (state.Store.SetBatchWait) while the attempts run,
+// but for the writes of an attempt still running once recordLinger is out
+// (state.Store.WriteNow). A plan made while the apply runs sees the
+// attempts it is running recordLinger late at most, and the ones that
+// ended recordLinger + batchWait late at most.
 
 // recordLinger is how long an attempt's write waits for the ones that
 // follow it before it is committed on its own.
@@ -79,7 +81,10 @@ func (e *executor) newRecorder() *recorder {
 				linger.Stop()
 			}
 			if r.err == nil {
-				r.err = r.write(e.store, ops)
+				// Writes of an attempt that goes on running (its linger
+				// ran out before its outcome) are news a plan made
+				// meanwhile wants: they skip the store's batch wait.
+				r.err = r.write(e.store, ops, !ops[len(ops)-1].final)
 			}
 		}
 		<-e.recSem
@@ -92,18 +97,22 @@ func (e *executor) newRecorder() *recorder {
 
 // write makes ops in one transaction; should that fail, one by one, so
 // that the writes before the failing one land and its error is its own.
-func (r *recorder) write(st *state.Store, ops []recordOp) error {
+func (r *recorder) write(st *state.Store, ops []recordOp, now bool) error {
+	write := st.Write
+	if now {
+		write = st.WriteNow
+	}
 	if len(ops) > 1 {
 		ws := make([]state.Write, len(ops))
 		for i, op := range ops {
 			ws[i] = op.w
 		}
-		if st.Write(ws...) == nil {
+		if write(ws...) == nil {
 			return nil
 		}
 	}
 	for _, op := range ops {
-		if err := st.Write(op.w); err != nil {
+		if err := write(op.w); err != nil {
 			return fmt.Errorf("%s: %w", op.what, err)
 		}
 	}

@@ -54,6 +54,25 @@ func TestBatchWaitSharesCommits(t *testing.T) {
 	if count != n {
 		t.Errorf("%d attempts recorded, want %d", count, n)
 	}
+	// WriteNow does not wait out the batch wait, and takes along what
+	// waits with it.
+	st.SetBatchWait(time.Hour)
+	waiting := make(chan error, 1)
+	go func() { waiting <- st.AddAttempt(&Attempt{Address: "e/h/waits#1"}) }()
+	time.Sleep(10 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- st.WriteNow(AddAttempts(&Attempt{Address: "e/h/now#1"})) }()
+	for _, ch := range []chan error{done, waiting} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("WriteNow waited for the batch wait")
+		}
+	}
+	st.SetBatchWait(0)
 	// Without a wait a lone write commits at once.
 	start := time.Now()
 	if err := st.AddAttempt(&Attempt{Address: "e/h/alone#1"}); err != nil {

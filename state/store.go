@@ -53,6 +53,12 @@ type Store struct {
 	batchWait atomic.Int64
 	flush     chan struct{}
 
+	// batch is state.db as the commit loop keeps it open between its
+	// batches (batchDB), and batchFile the file whose flock it takes for
+	// each batch; nil until the first batch and after a failed one.
+	batch     *bolt.DB
+	batchFile *os.File
+
 	opens atomic.Int64 // state.db opens, for DBOpens
 	wrote atomic.Bool  // a batch was committed: Close refreshes the backup
 
@@ -183,6 +189,7 @@ func (s *Store) Close() error {
 	close(s.reqs)
 	s.mu.Unlock()
 	<-s.stopped
+	s.closeBatchDB()
 	err := s.syncBlobs()
 	if err == nil {
 		s.unmarkUnsynced()
@@ -237,10 +244,18 @@ func validID(id string) bool {
 // flock is taken before bbolt's. A file bbolt cannot open as a database
 // gives a *DamagedError.
 func (s *Store) openDB(write bool) (*bolt.DB, error) {
+	db, _, err := s.openDBFile(write)
+	return db, err
+}
+
+// openDBFile is openDB that also returns the file bbolt holds, whose
+// flock a writer lets go of between batches (batchDB).
+func (s *Store) openDBFile(write bool) (*bolt.DB, *os.File, error) {
 	path := filepath.Join(s.dir, dbFile)
 	timeout := s.opts.BusyTimeout
 	s.opens.Add(1)
 	var db *bolt.DB
+	var file *os.File
 	err := s.guard(func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, &bolt.Options{
@@ -255,11 +270,20 @@ func (s *Store) openDB(write bool) (*bolt.DB, error) {
 					f.Close()
 					return nil, err
 				}
+				file = f
 				return f, nil
 			},
 		})
 		return err
 	})
+	db, err = s.openErr(db, err)
+	return db, file, err
+}
+
+// openErr turns what bbolt.Open returned into the error a caller reports.
+func (s *Store) openErr(db *bolt.DB, err error) (*bolt.DB, error) {
+	path := filepath.Join(s.dir, dbFile)
+	timeout := s.opts.BusyTimeout
 	if errors.Is(err, errBusy) || errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%s is busy: another process has held it for more than %s", path, timeout)
 	}

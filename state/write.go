@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -13,15 +14,17 @@ import (
 )
 
 // Writes go through one goroutine that commits them in batches: each batch
-// is one bbolt transaction (with the serial bumped once), with state.db
-// opened and closed around it so that readers in other processes can open
-// it between batches (see lockDB for the turns they take). A write call
-// returns once its batch is durable.
+// is one bbolt transaction (with the serial bumped once), with state.db's
+// flock taken around it so that readers in other processes can open it
+// between batches (see lockDB for the turns they take, batchDB for why
+// state.db stays open between them). A write call returns once its batch
+// is durable.
 
 // writeReq is one write waiting for its batch.
 type writeReq struct {
 	fn   func(tx *bolt.Tx) error
 	done chan error
+	now  bool // commits without the batch wait (WriteNow)
 }
 
 // maxBatch bounds the writes in one transaction.
@@ -30,11 +33,13 @@ const maxBatch = 1000
 // update queues fn for the next batch and waits until it is committed. fn
 // may run more than once (a batch whose other write failed is retried
 // without it), so it must only touch the transaction.
-func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+func (s *Store) update(fn func(tx *bolt.Tx) error) error { return s.updateReq(fn, false) }
+
+func (s *Store) updateReq(fn func(tx *bolt.Tx) error, now bool) error {
 	if !s.opts.Writer {
 		return ErrReadOnly
 	}
-	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	req := &writeReq{fn: fn, done: make(chan error, 1), now: now}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -55,7 +60,7 @@ func (s *Store) commitLoop() {
 		batch := []*writeReq{first}
 		var deadline <-chan time.Time
 		var timer *time.Timer
-		if wait := time.Duration(s.batchWait.Load()); wait > 0 {
+		if wait := time.Duration(s.batchWait.Load()); wait > 0 && !first.now {
 			timer = time.NewTimer(wait)
 			deadline = timer.C
 		}
@@ -79,6 +84,9 @@ func (s *Store) commitLoop() {
 					break drain
 				}
 				batch = append(batch, r)
+				if r.now {
+					deadline = nil // take what is queued with it, and go
+				}
 			case <-deadline:
 				break drain
 			case <-s.flush:
@@ -119,8 +127,9 @@ func (s *Store) SetBatchWait(d time.Duration) {
 
 // commit runs a batch in one transaction. A write that fails is answered
 // with its error and the batch is retried without it, so one bad write
-// never takes the others down with it. Callers are answered once state.db
-// is closed again, so a read right after a write never waits for it.
+// never takes the others down with it. Callers are answered once the
+// batch has let go of state.db (releaseBatchDB), so a read right after a
+// write never waits for it.
 func (s *Store) commit(batch []*writeReq) {
 	results := make(map[*writeReq]error, len(batch))
 	defer func() {
@@ -136,14 +145,15 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-	db, err := s.openDB(true)
+	db, err := s.batchDB()
 	if err != nil {
 		for _, r := range batch {
 			results[r] = err
 		}
 		return
 	}
-	defer db.Close()
+	committed := false
+	defer func() { s.releaseBatchDB(committed) }()
 	for len(batch) > 0 {
 		var failed *writeReq
 		var failErr error
@@ -165,6 +175,7 @@ func (s *Store) commit(batch []*writeReq) {
 		if failed == nil {
 			if err == nil {
 				s.wrote.Store(true)
+				committed = true
 			}
 			for _, r := range batch {
 				results[r] = err
@@ -179,6 +190,62 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 		}
 		batch = rest
+	}
+}
+
+// batchDB is state.db for the next batch, its flock taken (exclusive,
+// through the gate, as openDB takes it). The commit loop keeps it open
+// from one batch to the next, holding its flock only during each
+// (releaseBatchDB): readers in other processes read between batches as
+// they did when it was opened for each, and the writer does not open,
+// map and read the meta and freelist of state.db again for every batch,
+// nor fault in again the pages of a big state it walks. That is sound
+// because this Store is the one writer (writer.lock): what bbolt holds in
+// memory of the file between batches (its meta, freelist and map) is
+// what it wrote itself. A state.db that is not the file it opened any
+// more (replaced while no batch held it) is opened again.
+func (s *Store) batchDB() (*bolt.DB, error) {
+	if s.batch != nil {
+		if err := s.lockDB(s.batchFile, true, s.opts.BusyTimeout); err != nil {
+			s.closeBatchDB()
+			return s.openErr(nil, err)
+		}
+		held, err1 := s.batchFile.Stat()
+		now, err2 := os.Stat(s.batch.Path())
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return s.batch, nil
+		}
+		s.closeBatchDB()
+	}
+	db, f, err := s.openDBFile(true)
+	if err != nil {
+		return nil, err
+	}
+	s.batch, s.batchFile = db, f
+	return db, nil
+}
+
+// releaseBatchDB lets go of state.db's flock after a batch, keeping it
+// open for the next; after a batch that did not commit, it closes it, so
+// the next one starts from the file as it is.
+func (s *Store) releaseBatchDB(committed bool) {
+	if s.batch == nil {
+		return
+	}
+	if !committed {
+		s.closeBatchDB()
+		return
+	}
+	if err := syscall.Flock(int(s.batchFile.Fd()), syscall.LOCK_UN); err != nil {
+		s.closeBatchDB()
+	}
+}
+
+// closeBatchDB closes the state.db the commit loop keeps open.
+func (s *Store) closeBatchDB() {
+	if s.batch != nil {
+		_ = s.batch.Close()
+		s.batch, s.batchFile = nil, nil
 	}
 }
 
@@ -231,23 +298,30 @@ type Write struct {
 
 // Write makes the writes in one transaction, in order: all of them or,
 // when one fails, none (its error is returned).
-func (s *Store) Write(ws ...Write) error {
+func (s *Store) Write(ws ...Write) error { return s.write(false, ws) }
+
+// WriteNow is Write for what readers should see at once (an attempt that
+// has started and goes on running): its batch commits without waiting
+// out the batch wait (SetBatchWait).
+func (s *Store) WriteNow(ws ...Write) error { return s.write(true, ws) }
+
+func (s *Store) write(now bool, ws []Write) error {
 	for _, w := range ws {
 		if w.err != nil {
 			return w.err
 		}
 	}
 	if len(ws) == 1 {
-		return s.update(ws[0].fn)
+		return s.updateReq(ws[0].fn, now)
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	return s.updateReq(func(tx *bolt.Tx) error {
 		for _, w := range ws {
 			if err := w.fn(tx); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}, now)
 }
 
 // AddAttempts is the write that records new attempts (Store.AddAttempt).
