@@ -7,3 +7,7 @@ func SetLazyMin(n int) (restore func()) {
 	lazyMin = n
 	return func() { lazyMin = old }
 }
+
+// Every plan of the package's tests that explains a change against a
+// store with a built manifest checks the groups it found without one.
+func init() { checkGroupRefs = true }

@@ -84,8 +84,9 @@ const (
 type group struct {
 	name   string
 	inputs []state.Input
-	n      int   // len(inputs) before compaction
-	hex    fpHex // the hash, in hex as fingerprints list it
+	n      int        // len(inputs) before compaction
+	hex    fpHex      // the hash, in hex as fingerprints list it
+	parts  partsCache // stateParts, once computed
 }
 
 // setSum records the group's hash.

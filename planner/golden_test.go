@@ -193,6 +193,16 @@ func runGolden(t *testing.T, dir string) {
 	js, _ := json.MarshalIndent(plan, "", "  ")
 	golden(t, filepath.Join(dir, "plan.json"), append(js, '\n'), tmp)
 
+	// A store explains a change from its groups: the same plan.
+	stored, sdiags := planner.Compute(cfg, storePrior(t, prior), imageOpts(t, cfg, after, opts))
+	if sdiags.HasErrors() {
+		t.Fatalf("planning against a store: %v", sdiags)
+	}
+	stored.LockHash, stored.Source = plan.LockHash, plan.Source
+	if sjs, _ := json.MarshalIndent(stored, "", "  "); string(sjs) != string(js) {
+		t.Errorf("planned against a store:\n%s\nagainst the prior in memory:\n%s", sjs, js)
+	}
+
 	// plan -summary reads no prior record to explain a change
 	// (OmitChanges): its output is the same.
 	omit := opts
@@ -641,3 +651,44 @@ func lazySameAsKept(t *testing.T, root string, prior planner.Prior) string {
 	}
 	return diagText[0]
 }
+
+// storedPrior is a MemoryPrior whose attempt records are in a store, read
+// as a store's are (through View); its currents and blobs stay the
+// MemoryPrior's, which the golden cases edit.
+type storedPrior struct {
+	mem   *planner.MemoryPrior
+	store *state.Store
+}
+
+func storePrior(t *testing.T, mem *planner.MemoryPrior) storedPrior {
+	t.Helper()
+	store, err := state.Open(t.TempDir(), state.Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	ids := make([]string, 0, len(mem.Attempts))
+	for id := range mem.Attempts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	as := make([]*state.Attempt, len(ids))
+	for i, id := range ids {
+		a := *mem.Attempts[id]
+		as[i] = &a
+	}
+	if len(as) > 0 {
+		if err := store.AddAttempts(as); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return storedPrior{mem: mem, store: store}
+}
+
+func (p storedPrior) Meta() (state.Meta, error) { return p.mem.Meta() }
+func (p storedPrior) ForEachCurrent(fn func(string, state.Current) error) error {
+	return p.mem.ForEachCurrent(fn)
+}
+func (p storedPrior) Attempt(id string) (*state.Attempt, error) { return p.store.Attempt(id) }
+func (p storedPrior) Blob(sha string) ([]byte, error)           { return p.mem.Blob(sha) }
+func (p storedPrior) View(fn func(v *state.View) error) error   { return p.store.View(fn) }

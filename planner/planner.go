@@ -91,6 +91,9 @@ type planner struct {
 
 	// taskWarned: the tasks and messages taskWarning reported.
 	taskWarned sync.Map
+
+	// explained: changes worked out from a store's groups (explainStored).
+	explained explainCaches
 }
 
 // harnessInfo is everything about one harness that does not depend on the
@@ -735,11 +738,14 @@ func (p *planner) finish(decl []*declared) []error {
 		// The chunk's attempts share their isolation notes: a few per
 		// harness, not one per attempt.
 		var notes []*isoNote
+		v, stored := p.prior.(viewer)
 		for i, d := range part {
-			if lazy && !p.explains(d) && !d.task.HasCompose() {
-				// Nothing to explain and nothing kept: the isolation
-				// summary needs the sandbox record only, not the inputs.
-				// (A compose task's problems come with its full inputs.)
+			// A store explains a change from its groups (explainStored),
+			// without the manifest.
+			if lazy && (!p.explains(d) || stored) && !d.task.HasCompose() {
+				// Nothing kept: the isolation summary needs the sandbox
+				// record only, not the inputs. (A compose task's problems
+				// come with its full inputs.)
 				var kind string
 				d.iso, kind = p.isoOnly(d)
 				d.iso = internNote(&notes, d.iso)
@@ -756,52 +762,38 @@ func (p *planner) finish(decl []*declared) []error {
 				d.pa.Manifest = ms[i]
 			}
 		}
-		olds := make([]*priorSide, len(part))
-		read := func(read func(i int, d *declared) (*priorSide, error)) {
-			for i, d := range part {
-				if !p.explains(d) {
-					continue
-				}
-				old, err := read(i, d)
-				if err != nil {
-					fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
-					continue
-				}
-				olds[i] = old
-			}
+		failed := func(d *declared, err error) {
+			fail(fmt.Errorf("%s: attempt %s: %w", d.pa.Address, d.pa.PriorAttemptID, err))
 		}
-		if v, ok := p.prior.(viewer); ok {
+		if stored {
 			err := v.View(func(view *state.View) error {
-				read(func(i int, d *declared) (*priorSide, error) { return priorOf(view, &d.pa, ms[i]) })
+				for i, d := range part {
+					if p.explains(d) {
+						if err := p.explainStored(view, d, ms[i], full); err != nil {
+							failed(d, err)
+						}
+					}
+				}
 				return nil
 			})
 			if err != nil {
 				fail(err)
 			}
-		} else {
-			read(func(i int, d *declared) (*priorSide, error) {
-				old, err := p.prior.Attempt(d.pa.PriorAttemptID)
-				if err != nil {
-					return nil, err
-				}
-				return &priorSide{old: old.Manifest.Inputs, new: ms[i].Inputs, sandbox: old.Manifest.Sandbox}, nil
-			})
+			return
 		}
 		for i, d := range part {
-			if olds[i] == nil {
+			if !p.explains(d) {
 				continue
 			}
-			pa := &d.pa
-			stages := map[string]bool{StageAgent: true, StageVerify: true, StageJudge: true}
-			switch pa.Action {
-			case ActionReverify:
-				stages = map[string]bool{StageVerify: true}
-			case ActionRejudge:
-				stages = map[string]bool{StageJudge: true}
+			old, err := p.prior.Attempt(d.pa.PriorAttemptID)
+			if err != nil {
+				failed(d, err)
+				continue
 			}
-			pa.Changes = p.changes(d, olds[i].old, olds[i].new, stages)
-			pa.IsolationChange = isolationChange(pa.Changes, olds[i].sandbox, ms[i].Sandbox)
-			separateMigration(pa, olds[i].old)
+			if ms[i] == nil {
+				ms[i] = p.manifestOf(d, full)
+			}
+			p.explain(d, old.Manifest.Inputs, ms[i].Inputs, old.Manifest.Sandbox, ms[i].Sandbox)
 		}
 	})
 	// Report in address order, whatever the scheduling.
@@ -819,18 +811,14 @@ func (p *planner) explains(d *declared) bool { return d.changed && !p.opts.OmitC
 const separateMigrationReason = "hemra now fingerprints a separate verifier's base images (tests/Dockerfile's FROM lines, [verifier.environment] docker_image), which the record of this attempt, made by an earlier hemra, lacks: its verifier runs once more"
 
 // separateMigration tells an attempt whose only reason to act is the
-// separate verifier's image inputs that hemra added (the prior record has
-// none) so, rather than "the verifier's inputs changed": an upgrade must
+// separate verifier's image inputs that hemra added (oldSeparate: the
+// prior record's inputs compared hold none) so, rather than "the
+// verifier's inputs changed": an upgrade must
 // not re-verify a store's separate-verifier attempts unexplained. With
 // other changes too the note is a second reason.
-func separateMigration(pa *PlannedAttempt, old []state.Input) {
-	if pa.Action != ActionReverify && pa.Action != ActionRerun {
+func separateMigration(pa *PlannedAttempt, oldSeparate bool) {
+	if pa.Action != ActionReverify && pa.Action != ActionRerun || oldSeparate {
 		return
-	}
-	for _, in := range old {
-		if strings.HasPrefix(in.Path, separatePrefix) {
-			return
-		}
 	}
 	added, other := false, false
 	for _, c := range pa.Changes {
@@ -859,18 +847,26 @@ func (p *planner) manifestOf(d *declared, full map[taskKey]*taskInfo) *state.Man
 	if d.pa.ReusesAgent() {
 		reused = d.pa.PriorAttemptID
 	}
-	var ti *taskInfo
-	if full != nil {
-		key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
-		if ti = full[key]; ti == nil {
+	return p.manifest(d, reused, p.fullTask(d, full))
+}
+
+// fullTask is the task inputs manifestOf builds d's manifest from: from
+// full when given (built there if missing), built afresh in a lazy plan,
+// from the planner's cache otherwise.
+func (p *planner) fullTask(d *declared, full map[taskKey]*taskInfo) *taskInfo {
+	key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
+	switch {
+	case full != nil:
+		ti := full[key]
+		if ti == nil {
 			ti = p.taskVariant(taskBaseOf(d.task), d.task, key, d.eval, false, nil)
 			full[key] = ti
 		}
-	} else if p.lazy {
-		key := taskKey{task: d.task, solution: d.hi.oracle, images: d.hi.usesTaskImage}
-		ti = p.taskVariant(taskBaseOf(d.task), d.task, key, d.eval, false, nil)
+		return ti
+	case p.lazy:
+		return p.taskVariant(taskBaseOf(d.task), d.task, key, d.eval, false, nil)
 	}
-	return p.manifest(d, reused, ti)
+	return p.taskInputs(d)
 }
 
 // isoNote is what the isolation summary needs of a manifest.
@@ -937,59 +933,6 @@ func (p *planner) isoOnly(d *declared) (*isoNote, string) {
 // viewer is implemented by *state.Store: many reads in one transaction.
 type viewer interface {
 	View(fn func(v *state.View) error) error
-}
-
-// priorSide is what explaining a change needs of the prior attempt: its
-// inputs that may differ from the new manifest's (old), the new manifest's
-// that may differ from them (new), and its sandbox record.
-type priorSide struct {
-	old, new []state.Input
-	sandbox  state.SandboxRecord
-}
-
-// priorOf reads the prior attempt of pa for explaining its change. A
-// record that references its manifest's groups (state format 3) is read
-// without the groups the new manifest has too, content for content: only
-// the groups that differ are decoded, each once per view.
-func priorOf(view *state.View, pa *PlannedAttempt, m *state.Manifest) (*priorSide, error) {
-	rg, whole, err := view.RecordGroups(pa.PriorAttemptID)
-	if err != nil {
-		return nil, err
-	}
-	if whole {
-		old, err := view.Attempt(pa.PriorAttemptID)
-		if err != nil {
-			return nil, err
-		}
-		return &priorSide{old: old.Manifest.Inputs, new: m.Inputs, sandbox: old.Manifest.Sandbox}, nil
-	}
-	groups := state.InputGroupIDs(m.Inputs)
-	side := &priorSide{old: append([]state.Input(nil), rg.Inline...)}
-	for _, id := range rg.InputGroups {
-		if slices.ContainsFunc(groups, func(g state.GroupRef) bool { return g.ID == id }) {
-			continue
-		}
-		in, err := view.InputGroup(id)
-		if err != nil {
-			return nil, err
-		}
-		side.old = append(side.old, in...)
-	}
-	// The new inputs outside the groups the prior attempt has too.
-	for _, in := range m.Inputs {
-		kind := state.InputKind(in)
-		if kind != "" {
-			i := slices.IndexFunc(groups, func(g state.GroupRef) bool { return g.Stage == in.Stage && g.Kind == kind })
-			if slices.Contains(rg.InputGroups, groups[i].ID) {
-				continue
-			}
-		}
-		side.new = append(side.new, in)
-	}
-	if side.sandbox, err = view.ContextSandbox(rg.Context); err != nil {
-		return nil, err
-	}
-	return side, nil
 }
 
 // orphan plans an attempt recorded in state that the config no longer
