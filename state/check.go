@@ -391,7 +391,7 @@ func (r *checkRefs) useGroup(g, id string) {
 			r.groups[k] = id
 		}
 	} else if _, seen := r.oddGroups[g]; !seen {
-		r.oddGroups[g] = id
+		r.oddGroups[strings.Clone(g)] = id
 	}
 }
 
@@ -546,7 +546,6 @@ func (w *blobWorker) folder(name string) {
 		return
 	}
 	for _, e := range entries {
-		rel := func() string { return filepath.Join(blobsDir, "sha256", name, e.Name()) }
 		if e.IsDir() {
 			// Nothing is stored below a blob folder: whatever is there is
 			// a stray.
@@ -565,18 +564,19 @@ func (w *blobWorker) folder(name string) {
 		}
 		k, ok := blobKeyOf(e.Name())
 		if !ok || e.Name()[:2] != name {
-			w.strays = append(w.strays, rel())
+			w.strays = append(w.strays, filepath.Join(blobsDir, "sha256", name, e.Name()))
 			continue
 		}
 		w.count++
 		w.found[k] = struct{}{}
-		w.blob(d, e, k, rel)
+		w.blob(d, name, e, k)
 	}
 }
 
-// blob checks one blob in the folder dir: its content hashes to its
-// name, and it is read-only.
-func (w *blobWorker) blob(dir *os.File, e fs.DirEntry, k blobKey, rel func() string) {
+// blob checks one blob in the open folder dir (blobs/sha256/<folder>):
+// its content hashes to its name, and it is read-only.
+func (w *blobWorker) blob(dir *os.File, folder string, e fs.DirEntry, k blobKey) {
+	rel := func() string { return filepath.Join(blobsDir, "sha256", folder, e.Name()) }
 	problem := func(format string, args ...any) { w.problems = append(w.problems, fmt.Sprintf(format, args...)) }
 	if !e.Type().IsRegular() {
 		// A link, or something stranger: what it leads to is hashed, its
@@ -668,7 +668,9 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 		v.walked(&n)
 		c.attempts++
 		id := string(k)
-		a, sm, ok := scanRecord(val)
+		// Its strings are state.db's memory: only copies outlive the
+		// iteration (useGroup's, the problems' text).
+		a, sm, ok := scanRecord(val, true)
 		if !ok {
 			var err error
 			if a, sm, err = decodeStored(id, val); err != nil {
@@ -872,7 +874,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
 		if !bytes.HasPrefix(val, []byte("[")) {
 			continue // a context group names no blob
 		}
-		s := &jsonScan{b: val}
+		s := &jsonScan{b: val, alias: true} // only the blobs' keys are kept
 		in := s.inputs()
 		if !s.end() {
 			in = nil
@@ -929,7 +931,7 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 	n := 0
 	// entry checks one index entry against the newest attempt in the
 	// history of its address ("" when it has none).
-	entry := func(x *index, last string) {
+	entry := func(x *index, last []byte) {
 		v.walked(&n)
 		r.Addresses++
 		cur, err := decodeCurrent(x.v)
@@ -937,10 +939,10 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 		case err != nil:
 			problem("%s/%s: %v", x.name, x.k, err)
 		default:
-			if (exact || last == "" || last != cur.AttemptID) && !has([]byte(cur.AttemptID)) {
+			if (exact || len(last) == 0 || string(last) != cur.AttemptID) && !has([]byte(cur.AttemptID)) {
 				problem("%s/%s: attempt %s is missing", x.name, x.k, cur.AttemptID)
 			}
-			if last != cur.AttemptID {
+			if string(last) != cur.AttemptID {
 				problem("%s/%s: points at %s, but the newest attempt there is %s", x.name, x.k, cur.AttemptID, last)
 			}
 		}
@@ -951,11 +953,11 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 	before := func(addr []byte, all bool) {
 		for _, x := range idx {
 			for x.k != nil && (all || bytes.Compare(x.k, addr) < 0) {
-				entry(x, "")
+				entry(x, nil)
 			}
 		}
 	}
-	endAddr := func(addr []byte, last string) {
+	endAddr := func(addr, last []byte) {
 		if addr == nil {
 			return
 		}
@@ -973,7 +975,7 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 	}
 	var (
 		addr []byte // nil before the first
-		last string
+		last []byte
 	)
 	if b := v.bucket(bucketHistory); b != nil {
 		_ = b.ForEach(func(k, _ []byte) error {
@@ -991,10 +993,10 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 			}
 			if !bytes.Equal(a, addr) {
 				endAddr(addr, last)
-				addr, last = append(addr[:0:0], a...), ""
+				addr, last = append(addr[:0], a...), last[:0]
 			}
-			if string(id) > last {
-				last = string(id)
+			if bytes.Compare(id, last) > 0 {
+				last = append(last[:0], id...)
 			}
 			return nil
 		})

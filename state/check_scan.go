@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unsafe"
 )
 
 // state check reads every attempt record, and encoding/json is most of
@@ -21,11 +22,15 @@ import (
 // decodeStored as any reader would, so its error message is theirs.
 
 // jsonScan reads one JSON value. bad is set at the first thing the fast
-// path does not take; every read after it does nothing.
+// path does not take; every read after it does nothing. With alias, a
+// string without escapes is not copied: it shares b's memory (state.db's
+// map), valid only as long as the transaction, and whoever keeps one
+// longer copies it.
 type jsonScan struct {
-	b   []byte
-	i   int
-	bad bool
+	b     []byte
+	i     int
+	bad   bool
+	alias bool
 }
 
 func (s *jsonScan) fail() {
@@ -146,6 +151,8 @@ func (s *jsonScan) str(p *string) {
 	start, end, plain := s.rawString()
 	switch {
 	case s.bad:
+	case plain && s.alias && end-start > 2:
+		*p = unsafe.String(&s.b[start+1], end-start-2)
 	case plain:
 		*p = string(s.b[start+1 : end-1])
 	default:
@@ -276,8 +283,11 @@ func (s *jsonScan) strings(p *[]string) {
 		*p = nil
 		return
 	}
-	out := (*p)[:0]
+	var out []string
 	for more := s.begin('['); more; more = s.next(']') {
+		if out == nil {
+			out = make([]string, 0, 8) // one allocation for a record's groups
+		}
 		var e string
 		s.str(&e)
 		out = append(out, e)
@@ -387,12 +397,11 @@ func (s *jsonScan) end() bool {
 	return !s.bad && s.i == len(s.b)
 }
 
-// scanRecord reads what Check needs of an attempt record: as decodeStored
-// would decode it, with only the fields Check reads set (summaryOf's,
-// the manifest's inputs, groups and context, the outcome's event log and
-// blobs). ok is false when it declines (see above).
-func scanRecord(val []byte) (a *Attempt, sm storedManifest, ok bool) {
-	s := &jsonScan{b: val}
+// scanRecord reads an attempt record as decodeStored does; ok is false
+// when it declines (see above). With alias, its strings share val's
+// memory (jsonScan).
+func scanRecord(val []byte, alias bool) (a *Attempt, sm storedManifest, ok bool) {
+	s := &jsonScan{b: val, alias: alias}
 	a = new(Attempt)
 	if s.null() {
 		return a, sm, s.end()
@@ -438,6 +447,9 @@ func (s *jsonScan) transitions() []Transition {
 	}
 	out := []Transition{}
 	for more := s.begin('['); more; more = s.next(']') {
+		if cap(out) == 0 {
+			out = make([]Transition, 0, 4) // pending, agent, verify, finished
+		}
 		var t Transition
 		if !s.null() {
 			var seen uint64
@@ -624,6 +636,9 @@ func (s *jsonScan) inputs() []Input {
 	}
 	out := []Input{}
 	for more := s.begin('['); more; more = s.next(']') {
+		if cap(out) == 0 {
+			out = make([]Input, 0, 16)
+		}
 		var in Input
 		if !s.null() {
 			var seen uint64

@@ -70,7 +70,7 @@ func scanSamples(t testing.TB) [][]byte {
 // scanAgrees fails t when scanRecord takes val other than decodeStored
 // decodes it.
 func scanAgrees(t testing.TB, val []byte) (taken bool) {
-	a, sm, ok := scanRecord(val)
+	a, sm, ok := scanRecord(val, false)
 	if !ok {
 		return false
 	}
@@ -80,6 +80,10 @@ func scanAgrees(t testing.TB, val []byte) (taken bool) {
 	}
 	if !reflect.DeepEqual(a, want) || !reflect.DeepEqual(sm, wantSM) {
 		t.Fatalf("scanRecord took %q as\n%+v\n%+v\nencoding/json:\n%+v\n%+v", val, a, sm, want, wantSM)
+	}
+	// Its strings sharing val's memory, as Check reads them.
+	if a, sm, ok := scanRecord(val, true); !ok || !reflect.DeepEqual(a, want) || !reflect.DeepEqual(sm, wantSM) {
+		t.Fatalf("scanRecord, aliasing, took %q as\n%+v\n%+v\nencoding/json:\n%+v\n%+v", val, a, sm, want, wantSM)
 	}
 	return true
 }

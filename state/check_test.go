@@ -101,7 +101,7 @@ func TestCheckFindsDamagedBlobs(t *testing.T) {
 // names, once gone, by the attempt and input that name it.
 func TestCheckFindsMissingGroup(t *testing.T) {
 	s, as := checkedStore(t, 3)
-	_, _, ok := scanRecord(mustRecord(t, s, as[0].ID))
+	_, _, ok := scanRecord(mustRecord(t, s, as[0].ID), false)
 	if !ok {
 		t.Fatal("scanRecord declined a record the store wrote")
 	}
