@@ -38,7 +38,7 @@ func (v *View) RecordRefs(id string) (inputGroups []string, context string, whol
 // record, ok false when it cannot be sure of the answer encoding/json
 // would give.
 func scanRecordRefs(val []byte) (ids []string, context string, ok bool) {
-	s := jsonScan{b: val}
+	s := refScan{b: val}
 	s.space()
 	var manifest []byte
 	found := false
@@ -65,7 +65,7 @@ func scanRecordRefs(val []byte) (ids []string, context string, ok bool) {
 	}
 	// One string for every id the record names, each sliced from it.
 	text := string(manifest)
-	m := jsonScan{b: manifest}
+	m := refScan{b: manifest}
 	ok = m.object(func(key []byte) bool {
 		switch {
 		case bytes.Equal(key, []byte("input_groups")):
@@ -100,14 +100,14 @@ func scanRecordRefs(val []byte) (ids []string, context string, ok bool) {
 	return ids, context, true
 }
 
-// jsonScan walks JSON text without decoding it, refusing what encoding/json
+// refScan walks JSON text without decoding it, refusing what encoding/json
 // refuses (it never accepts a text encoding/json would not).
-type jsonScan struct {
+type refScan struct {
 	b []byte
 	i int
 }
 
-func (s *jsonScan) space() {
+func (s *refScan) space() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -120,7 +120,7 @@ func (s *jsonScan) space() {
 
 // object walks an object, calling member with each key (a key with an
 // escape refuses the scan) positioned at its value, which member consumes.
-func (s *jsonScan) object(member func(key []byte) bool) bool {
+func (s *refScan) object(member func(key []byte) bool) bool {
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return false
@@ -163,7 +163,7 @@ func (s *jsonScan) object(member func(key []byte) bool) bool {
 }
 
 // array walks an array, calling elem positioned at each element.
-func (s *jsonScan) array(elem func() bool) bool {
+func (s *refScan) array(elem func() bool) bool {
 	s.space()
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
 		return false
@@ -198,7 +198,7 @@ func (s *jsonScan) array(elem func() bool) bool {
 // str reads a string without escapes: its content is b[start:end]. plain
 // is false for anything else (an escape, a control byte, a byte that is
 // not ASCII, which encoding/json may replace, or no string at all).
-func (s *jsonScan) str() (start, end int, plain bool) {
+func (s *refScan) str() (start, end int, plain bool) {
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		return 0, 0, false
 	}
@@ -215,7 +215,7 @@ func (s *jsonScan) str() (start, end int, plain bool) {
 	return 0, 0, false
 }
 
-func (s *jsonScan) literal(lit string) bool {
+func (s *refScan) literal(lit string) bool {
 	if bytes.HasPrefix(s.b[s.i:], []byte(lit)) {
 		s.i += len(lit)
 		return true
@@ -224,7 +224,7 @@ func (s *jsonScan) literal(lit string) bool {
 }
 
 // skip consumes one value of any kind.
-func (s *jsonScan) skip() bool {
+func (s *refScan) skip() bool {
 	s.space()
 	if s.i >= len(s.b) {
 		return false
@@ -250,7 +250,7 @@ func (s *jsonScan) skip() bool {
 
 // skipString consumes a string, escapes and UTF-8 included (what
 // encoding/json would replace it still accepts).
-func (s *jsonScan) skipString() bool {
+func (s *refScan) skipString() bool {
 	s.i++
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -288,7 +288,7 @@ func (s *jsonScan) skipString() bool {
 }
 
 // number consumes a number as JSON writes one.
-func (s *jsonScan) number() bool {
+func (s *refScan) number() bool {
 	digits := func() int {
 		n := 0
 		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
