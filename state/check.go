@@ -874,7 +874,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
 		if !bytes.HasPrefix(val, []byte("[")) {
 			continue // a context group names no blob
 		}
-		s := &jsonScan{b: val, alias: true} // only the blobs' keys are kept
+		s := &recordScan{b: val, alias: true} // only the blobs' keys are kept
 		in := s.inputs()
 		if !s.end() {
 			in = nil

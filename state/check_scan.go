@@ -21,24 +21,24 @@ import (
 // a syntax error — makes it decline, and the record is decoded by
 // decodeStored as any reader would, so its error message is theirs.
 
-// jsonScan reads one JSON value. bad is set at the first thing the fast
+// recordScan reads one JSON value. bad is set at the first thing the fast
 // path does not take; every read after it does nothing. With alias, a
 // string without escapes is not copied: it shares b's memory (state.db's
 // map), valid only as long as the transaction, and whoever keeps one
 // longer copies it.
-type jsonScan struct {
+type recordScan struct {
 	b     []byte
 	i     int
 	bad   bool
 	alias bool
 }
 
-func (s *jsonScan) fail() {
+func (s *recordScan) fail() {
 	s.bad = true
 	s.i = len(s.b)
 }
 
-func (s *jsonScan) peek() byte {
+func (s *recordScan) peek() byte {
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; c {
 		case ' ', '\t', '\n', '\r':
@@ -51,7 +51,7 @@ func (s *jsonScan) peek() byte {
 }
 
 // literal reads true, false or null.
-func (s *jsonScan) literal(word string) {
+func (s *recordScan) literal(word string) {
 	if s.peek() != word[0] || len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
 		s.fail()
 		return
@@ -60,7 +60,7 @@ func (s *jsonScan) literal(word string) {
 }
 
 // null reads a null if one is next.
-func (s *jsonScan) null() bool {
+func (s *recordScan) null() bool {
 	if s.peek() != 'n' {
 		return false
 	}
@@ -71,7 +71,7 @@ func (s *jsonScan) null() bool {
 // rawString reads a string: b[start:end] is it with its quotes; plain is
 // false when it holds escapes or bytes beyond ASCII (what encoding/json
 // decodes or may replace).
-func (s *jsonScan) rawString() (start, end int, plain bool) {
+func (s *recordScan) rawString() (start, end int, plain bool) {
 	if s.peek() != '"' {
 		s.fail()
 		return 0, 0, false
@@ -144,7 +144,7 @@ func isHex4(b []byte) bool {
 }
 
 // str reads a string value (null leaves *p as it is, as encoding/json does).
-func (s *jsonScan) str(p *string) {
+func (s *recordScan) str(p *string) {
 	if s.null() || s.bad {
 		return
 	}
@@ -163,7 +163,7 @@ func (s *jsonScan) str(p *string) {
 }
 
 // number reads a number: its text.
-func (s *jsonScan) number() []byte {
+func (s *recordScan) number() []byte {
 	s.peek()
 	start := s.i
 	digits := func() int {
@@ -204,7 +204,7 @@ func (s *jsonScan) number() []byte {
 	return s.b[start:s.i]
 }
 
-func (s *jsonScan) integer(p *int) {
+func (s *recordScan) integer(p *int) {
 	if s.null() || s.bad {
 		return
 	}
@@ -216,7 +216,7 @@ func (s *jsonScan) integer(p *int) {
 	*p = int(n)
 }
 
-func (s *jsonScan) float(p **float64) {
+func (s *recordScan) float(p **float64) {
 	if s.null() || s.bad {
 		return
 	}
@@ -228,7 +228,7 @@ func (s *jsonScan) float(p **float64) {
 	*p = &f
 }
 
-func (s *jsonScan) boolean(p *bool) {
+func (s *recordScan) boolean(p *bool) {
 	switch s.peek() {
 	case 't':
 		s.literal("true")
@@ -243,7 +243,7 @@ func (s *jsonScan) boolean(p *bool) {
 
 // time reads a time.Time as encoding/json does: its UnmarshalJSON on the
 // value's text.
-func (s *jsonScan) time(p *time.Time) {
+func (s *recordScan) time(p *time.Time) {
 	start := s.peekStart()
 	s.skip(0)
 	if s.bad || p.UnmarshalJSON(s.b[start:s.i]) != nil {
@@ -251,13 +251,13 @@ func (s *jsonScan) time(p *time.Time) {
 	}
 }
 
-func (s *jsonScan) peekStart() int {
+func (s *recordScan) peekStart() int {
 	s.peek()
 	return s.i
 }
 
 // raw reads any value and returns a copy of its text (a json.RawMessage).
-func (s *jsonScan) raw() []byte {
+func (s *recordScan) raw() []byte {
 	start := s.peekStart()
 	s.skip(0)
 	if s.bad {
@@ -269,7 +269,7 @@ func (s *jsonScan) raw() []byte {
 // decode hands one value to encoding/json: a part the check does not read
 // field by field, decoded into its own type so that a value of the wrong
 // type is refused as any reader would refuse it.
-func (s *jsonScan) decode(v any) {
+func (s *recordScan) decode(v any) {
 	start := s.peekStart()
 	s.skip(0)
 	if s.bad || json.Unmarshal(s.b[start:s.i], v) != nil {
@@ -278,7 +278,7 @@ func (s *jsonScan) decode(v any) {
 }
 
 // strings reads a []string.
-func (s *jsonScan) strings(p *[]string) {
+func (s *recordScan) strings(p *[]string) {
 	if s.null() || s.bad {
 		*p = nil
 		return
@@ -300,7 +300,7 @@ func (s *jsonScan) strings(p *[]string) {
 
 // begin reads the opening of an object ('{') or array ('[') and reports
 // whether an element follows: false for an empty one, and after a fault.
-func (s *jsonScan) begin(open byte) bool {
+func (s *recordScan) begin(open byte) bool {
 	if s.peek() != open {
 		s.fail()
 		return false
@@ -319,7 +319,7 @@ func (s *jsonScan) begin(open byte) bool {
 
 // next reads what follows an element: true after a comma, false at the
 // end (or after a fault).
-func (s *jsonScan) next(close byte) bool {
+func (s *recordScan) next(close byte) bool {
 	switch s.peek() {
 	case ',':
 		s.i++
@@ -334,7 +334,7 @@ func (s *jsonScan) next(close byte) bool {
 
 // key reads an object's key and its colon. An escaped key is left to
 // encoding/json (it may spell a field).
-func (s *jsonScan) key() []byte {
+func (s *recordScan) key() []byte {
 	start, end, plain := s.rawString()
 	if !plain || s.peek() != ':' {
 		s.fail()
@@ -346,7 +346,7 @@ func (s *jsonScan) key() []byte {
 
 // once marks field bit as read: a key written twice is left to
 // encoding/json.
-func (s *jsonScan) once(seen *uint64, bit uint) {
+func (s *recordScan) once(seen *uint64, bit uint) {
 	if *seen&(1<<bit) != 0 {
 		s.fail()
 	}
@@ -354,7 +354,7 @@ func (s *jsonScan) once(seen *uint64, bit uint) {
 }
 
 // skip reads and validates any value.
-func (s *jsonScan) skip(depth int) {
+func (s *recordScan) skip(depth int) {
 	if depth > 1000 {
 		s.fail()
 		return
@@ -392,16 +392,16 @@ func (s *jsonScan) skip(depth int) {
 }
 
 // end reports whether nothing but white space is left.
-func (s *jsonScan) end() bool {
+func (s *recordScan) end() bool {
 	s.peek()
 	return !s.bad && s.i == len(s.b)
 }
 
 // scanRecord reads an attempt record as decodeStored does; ok is false
 // when it declines (see above). With alias, its strings share val's
-// memory (jsonScan).
+// memory (recordScan).
 func scanRecord(val []byte, alias bool) (a *Attempt, sm storedManifest, ok bool) {
-	s := &jsonScan{b: val, alias: alias}
+	s := &recordScan{b: val, alias: alias}
 	a = new(Attempt)
 	if s.null() {
 		return a, sm, s.end()
@@ -441,7 +441,7 @@ func scanRecord(val []byte, alias bool) (a *Attempt, sm storedManifest, ok bool)
 	return a, sm, true
 }
 
-func (s *jsonScan) transitions() []Transition {
+func (s *recordScan) transitions() []Transition {
 	if s.null() || s.bad {
 		return nil
 	}
@@ -477,7 +477,7 @@ func (s *jsonScan) transitions() []Transition {
 // outcome reads an outcome of scalars; one with lists or maps (artifacts,
 // logs, commands, judges, rewards, steps, ...) is decoded whole by
 // encoding/json.
-func (s *jsonScan) outcome() *Outcome {
+func (s *recordScan) outcome() *Outcome {
 	if s.null() || s.bad {
 		return nil
 	}
@@ -543,7 +543,7 @@ func (s *jsonScan) outcome() *Outcome {
 	return o
 }
 
-func (s *jsonScan) manifest(sm *storedManifest) {
+func (s *recordScan) manifest(sm *storedManifest) {
 	if s.null() || s.bad {
 		return
 	}
@@ -619,7 +619,7 @@ func (s *jsonScan) manifest(sm *storedManifest) {
 
 // sandbox reads the one sandbox record a grouped manifest keeps inline
 // ({"kind":""}); any other is decoded by encoding/json.
-func (s *jsonScan) sandbox(p *SandboxRecord) {
+func (s *recordScan) sandbox(p *SandboxRecord) {
 	const empty = `{"kind":""}`
 	if s.peek() == '{' && len(s.b)-s.i >= len(empty) && string(s.b[s.i:s.i+len(empty)]) == empty {
 		s.i += len(empty)
@@ -630,7 +630,7 @@ func (s *jsonScan) sandbox(p *SandboxRecord) {
 }
 
 // inputs reads a manifest's inputs.
-func (s *jsonScan) inputs() []Input {
+func (s *recordScan) inputs() []Input {
 	if s.null() || s.bad {
 		return nil
 	}
