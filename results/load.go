@@ -89,11 +89,10 @@ func Load(store *state.Store, q Query) (*Results, error) {
 			return err
 		}
 		if q.Run != "" {
-			r, err := v.Run(q.Run)
+			r, err := v.RunRecord(q.Run)
 			if err != nil {
 				return err
 			}
-			r.Attempts = nil
 			runs = append(runs, *r)
 			return v.ForEachRunSummary(q.Run, add)
 		}

@@ -60,7 +60,14 @@ func (a *Attempt) Score() float64 {
 func (a *Attempt) Passed() bool { return a.Reward != nil && *a.Reward >= 1 }
 
 func attemptOf(s *state.Summary) *Attempt {
-	a := &Attempt{
+	a := new(Attempt)
+	a.fill(s)
+	return a
+}
+
+// fill makes a the attempt of summary s, whatever it held before.
+func (a *Attempt) fill(s *state.Summary) {
+	*a = Attempt{
 		Address: s.Address, ID: s.ID, RunID: s.RunID,
 		Eval: s.Eval, Harness: s.Harness, Task: s.Task, Repetition: s.Repetition,
 		Status: s.Status, Class: s.Class, Reward: s.Reward, Rewards: s.Rewards, Error: s.Error,
@@ -75,7 +82,6 @@ func attemptOf(s *state.Summary) *Attempt {
 			a.Duration = a.finished.Sub(a.started).Seconds()
 		}
 	}
-	return a
 }
 
 // Counts are how a set of attempts stands.

@@ -223,6 +223,18 @@ func (v *View) prefixIDs(bucket []byte, prefix string) []string {
 
 // Run is the apply run with this id, with the ids of its attempts.
 func (v *View) Run(id string) (*Run, error) {
+	r, err := v.RunRecord(id)
+	if err != nil {
+		return nil, err
+	}
+	r.Attempts = v.prefixIDs(bucketRunAttempts, id)
+	return r, nil
+}
+
+// RunRecord is the apply run with this id without the ids of its
+// attempts (a run of a million has a million): CountRunAttempts counts
+// them, ForEachRunSummary reads them.
+func (v *View) RunRecord(id string) (*Run, error) {
 	val := v.get(bucketRuns, id)
 	if val == nil {
 		return nil, fmt.Errorf("run %q: %w", id, ErrNotFound)
@@ -231,7 +243,6 @@ func (v *View) Run(id string) (*Run, error) {
 	if err := json.Unmarshal(val, r); err != nil {
 		return nil, fmt.Errorf("run %q: %w", id, err)
 	}
-	r.Attempts = v.prefixIDs(bucketRunAttempts, id)
 	return r, nil
 }
 
@@ -364,14 +375,23 @@ func (s *Store) ForEachCurrentSplit(bounds []string, fn func(part int, addr stri
 	return errors.Join(errs...)
 }
 
-// dropEvery is how many records a reader walking a bucket reads between
-// two dropPages.
-const dropEvery = 1 << 14
+// A walk over a bucket looks at how much of the map it has made resident
+// every checkEvery records and drops the map's pages once that passes
+// residentBudget: the resident size of a reader stays flat in the records
+// it reads, and a walk that touches few pages (a small state, or records
+// packed densely) drops none and faults none back in. Dropping every
+// 16,384 records instead left up to 100 MB resident between drops (each
+// page touched maps its 15 neighbours too) and made a walk of a large
+// state fault every page in again.
+const (
+	checkEvery     = 1 << 12
+	residentBudget = 64 << 20
+)
 
 // walked counts the records a walk has read and drops the map's pages
-// every dropEvery of them.
+// when the walk has made too many resident.
 func (v *View) walked(n *int) {
-	if *n++; *n%dropEvery == 0 && v.tx != nil {
+	if *n++; *n%checkEvery == 0 && v.tx != nil && fileResident() > residentBudget {
 		dropPages(v.tx)
 	}
 }

@@ -3,7 +3,9 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -238,9 +240,149 @@ func (v *View) ForEachRunSummary(runID string, fn func(Summary) error) error {
 	return nil
 }
 
+// ForEachLatestSummary calls fn with the summary of the current attempt of
+// every address that starts with prefix ("" for all), declared and
+// imported, in address order: the two indexes of ForEachSummary walked
+// side by side and merged (a declared address before an imported one of
+// the same name). An error from fn stops the walk and is returned.
+func (v *View) ForEachLatestSummary(prefix string, fn func(Summary) error) error {
+	summaries := v.bucket(bucketSummaries)
+	p := []byte(prefix)
+	declared, imported := indexWalk{p: p}, indexWalk{p: p}
+	declared.start(v.bucket(bucketCurrent))
+	imported.start(v.bucket(bucketImported))
+	var lookup summaryLookup
+	n := 0
+	for declared.k != nil || imported.k != nil {
+		v.walked(&n)
+		w, name := &declared, bucketCurrent
+		if declared.k == nil || imported.k != nil && bytes.Compare(imported.k, declared.k) < 0 {
+			w, name = &imported, bucketImported
+		}
+		id, err := currentAttemptID(w.val)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", name, w.k, err)
+		}
+		s, err := lookup.get(summaries, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+		w.next()
+	}
+	return nil
+}
+
+// indexWalk is a cursor over the keys of an address index that start with
+// p; k is nil once past them.
+type indexWalk struct {
+	c      *bolt.Cursor
+	p      []byte
+	k, val []byte
+}
+
+func (w *indexWalk) start(b *bolt.Bucket) {
+	if b != nil {
+		w.c = b.Cursor()
+		w.k, w.val = w.c.Seek(w.p)
+		w.check()
+	}
+}
+
+func (w *indexWalk) next() {
+	w.k, w.val = w.c.Next()
+	w.check()
+}
+
+func (w *indexWalk) check() {
+	if w.k != nil && !bytes.HasPrefix(w.k, w.p) {
+		w.k, w.val = nil, nil
+	}
+}
+
+// ErrRunNotInHistory says a run lists an attempt the history does not
+// have, so its attempts cannot be read in address order: read them with
+// ForEachRunSummary.
+var ErrRunNotInHistory = errors.New("an attempt of the run is not in the history")
+
+// ForEachRunSummaryByAddress calls fn with the summary of every attempt of
+// a run, in address order, the attempts of one address oldest first. It
+// holds the run's attempt ids (about 24 bytes each) and walks the history,
+// which is in address order: a run of a million attempts in a few tens of
+// megabytes, where sorting their summaries would hold them all. It reads
+// the whole history, so a run much smaller than the state is cheaper read
+// with ForEachRunSummary. The error wraps ErrRunNotInHistory when the run
+// lists an attempt the history lacks.
+func (v *View) ForEachRunSummaryByAddress(runID string, fn func(Summary) error) error {
+	ra, history := v.bucket(bucketRunAttempts), v.bucket(bucketHistory)
+	if ra == nil {
+		return nil
+	}
+	// The run's ids, in byte order (run_attempts' keys sort by id), one
+	// after another in ids, each ending at ends[i].
+	var ids []byte
+	var ends []int
+	p := []byte(runID + keySep)
+	c := ra.Cursor()
+	n := 0
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		v.walked(&n)
+		ids = append(ids, k[len(p):]...)
+		ends = append(ends, len(ids))
+	}
+	if len(ends) == 0 {
+		return nil
+	}
+	idAt := func(i int) []byte {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return ids[start:ends[i]]
+	}
+	found := 0
+	if history != nil {
+		summaries := v.bucket(bucketSummaries)
+		var lookup summaryLookup
+		hc := history.Cursor()
+		for k, _ := hc.First(); k != nil; k, _ = hc.Next() {
+			v.walked(&n)
+			sep := bytes.LastIndexByte(k, keySep[0])
+			if sep < 0 {
+				continue
+			}
+			id := k[sep+1:]
+			i := sort.Search(len(ends), func(i int) bool { return bytes.Compare(idAt(i), id) >= 0 })
+			if i == len(ends) || !bytes.Equal(idAt(i), id) {
+				continue
+			}
+			found++
+			s, err := lookup.get(summaries, id)
+			if err != nil {
+				return err
+			}
+			if err := fn(s); err != nil {
+				return err
+			}
+		}
+	}
+	if found != len(ends) {
+		return fmt.Errorf("run %s: %d of its %d attempts: %w", runID, len(ends)-found, len(ends), ErrRunNotInHistory)
+	}
+	return nil
+}
+
 // summaryLookup reads summaries by id through one cursor, so that a
 // listing of 100,000 does not make a cursor per attempt as Bucket.Get does.
-type summaryLookup struct{ c *bolt.Cursor }
+// Ids sort by creation, and a listing in address order mostly asks for
+// them in that order (an apply creates attempts about in address order):
+// the key after the last one found is tried before a seek from the root.
+type summaryLookup struct {
+	c    *bolt.Cursor
+	last []byte // the key the cursor is at; nil when it is not at one
+}
 
 func (l *summaryLookup) get(b *bolt.Bucket, id []byte) (Summary, error) {
 	var val []byte
@@ -248,7 +390,15 @@ func (l *summaryLookup) get(b *bolt.Bucket, id []byte) (Summary, error) {
 		if l.c == nil {
 			l.c = b.Cursor()
 		}
-		if k, v := l.c.Seek(id); bytes.Equal(k, id) {
+		var k, v []byte
+		if l.last != nil && bytes.Compare(id, l.last) > 0 {
+			k, v = l.c.Next()
+		}
+		if !bytes.Equal(k, id) {
+			k, v = l.c.Seek(id)
+		}
+		l.last = k
+		if bytes.Equal(k, id) {
 			val = v
 		}
 	}

@@ -82,68 +82,161 @@ func estimateMean(e *results.Estimate) string {
 
 const spaces = "                                                                "
 
-// writeAttempts lists attempts, one line each, in columns. It pads the
-// columns itself (widths first, then the lines) rather than through a
-// tabwriter, which would hold every cell of 100,000 lines.
-func writeAttempts(w io.Writer, attempts []*results.Attempt) {
-	var judges []string
-	for _, a := range attempts {
-		judges = addNames(judges, a.Judges)
+// The list of attempts, a line each, is written from a spool of rows
+// (attemptRows) gathered while the attempts are read: a million of them
+// in the memory of a few, and the read transaction over before anything
+// is printed. The columns are padded here (widths first, then the lines)
+// rather than through a tabwriter, which would hold every cell.
+
+// attemptRows gathers the attempt lines' cells and measures the columns.
+type attemptRows struct {
+	rows  rowSpool
+	cols  attemptColumns
+	n     int
+	cells []string // one attempt's, reused
+}
+
+// add spools an attempt's cells: address, status, class, reward, time,
+// then its judges' names and cells.
+func (r *attemptRows) add(a *results.Attempt) error {
+	r.n++
+	cells := append(r.cells[:0], a.Address, string(a.Status), orDash(string(a.Class)), rewardCell(a), timeCell(a))
+	for name, j := range a.Judges {
+		cells = append(cells, name, judgeCell(j))
+	}
+	r.cells = cells
+	r.cols.add(cells)
+	return r.rows.add(cells...)
+}
+
+// write writes the heading and every line.
+func (r *attemptRows) write(bw *bufio.Writer) error {
+	lines := r.cols.lines(bw)
+	return r.rows.each(func(cells [][]byte) error {
+		lines.writeRow(cells)
+		return nil
+	})
+}
+
+func (r *attemptRows) close() { r.rows.close() }
+
+// attemptColumns measures the attempt lines before they are written, one
+// attempt at a time: the widest cell of each column, a judge's by its name
+// (the judges, and so the columns, are known only once every attempt is
+// measured).
+type attemptColumns struct {
+	address, status, class, reward, time int
+	judges                               map[string]int
+}
+
+// add measures one attempt's cells (see attemptRows.add).
+func (c *attemptColumns) add(cells []string) {
+	c.address = max(c.address, len(cells[0]))
+	c.status = max(c.status, len(cells[1]))
+	c.class = max(c.class, len(cells[2]))
+	c.reward = max(c.reward, len(cells[3]))
+	c.time = max(c.time, len(cells[4]))
+	for k := 5; k+1 < len(cells); k += 2 {
+		if c.judges == nil {
+			c.judges = map[string]int{}
+		}
+		c.judges[cells[k]] = max(c.judges[cells[k]], len(cells[k+1]))
+	}
+}
+
+func rewardCell(a *results.Attempt) string {
+	if a.Reward == nil {
+		return "-"
+	}
+	return formatReward(*a.Reward)
+}
+
+func timeCell(a *results.Attempt) string {
+	if a.Duration > 0 {
+		return roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
+	}
+	return "-"
+}
+
+func judgeCell(j state.JudgeSummary) string {
+	if j.Score == nil {
+		return "error" // a failed judge is never a 0
+	}
+	return formatReward(*j.Score)
+}
+
+// attemptLines writes attempt lines in the columns measured.
+type attemptLines struct {
+	bw     *bufio.Writer
+	judges []string
+	width  []int
+	row    [][]byte // one line's cells, reused from line to line
+}
+
+// lines writes the heading and returns the writer of the lines.
+func (c *attemptColumns) lines(bw *bufio.Writer) *attemptLines {
+	judges := make([]string, 0, len(c.judges))
+	for name := range c.judges {
+		judges = append(judges, name)
 	}
 	sort.Strings(judges)
 	head := append([]string{"ATTEMPT", "STATUS", "CLASS", "REWARD"}, strings.Split(judgeHeads(judges)+"TIME", "\t")...)
 	head = slices.DeleteFunc(head, func(h string) bool { return h == "" })
-	// cells fills one line's cells into row, reused from line to line.
-	row := make([]string, len(head))
-	cells := func(a *results.Attempt) []string {
-		row[0], row[1], row[2], row[3] = a.Address, string(a.Status), orDash(string(a.Class)), "-"
-		if a.Reward != nil {
-			row[3] = formatReward(*a.Reward)
-		}
-		for i, name := range judges {
-			j, ok := a.Judges[name]
-			switch {
-			case !ok:
-				row[4+i] = "-"
-			case j.Score == nil:
-				row[4+i] = "error" // a failed judge is never a 0
-			default:
-				row[4+i] = formatReward(*j.Score)
-			}
-		}
-		row[len(row)-1] = "-"
-		if a.Duration > 0 {
-			row[len(row)-1] = roundDuration(time.Duration(a.Duration * float64(time.Second))).String()
-		}
-		return row
-	}
-	width := make([]int, len(head))
+	l := &attemptLines{bw: bw, judges: judges, width: make([]int, len(head)), row: make([][]byte, len(head))}
 	for i, h := range head {
-		width[i] = len(h)
+		l.width[i] = len(h)
 	}
-	for _, a := range attempts {
-		for i, c := range cells(a) {
-			width[i] = max(width[i], len(c))
-		}
+	l.width[0] = max(l.width[0], c.address)
+	l.width[1] = max(l.width[1], c.status)
+	l.width[2] = max(l.width[2], c.class)
+	l.width[3] = max(l.width[3], c.reward)
+	for i, name := range judges {
+		// An attempt without the judge has "-", never wider than a heading.
+		l.width[4+i] = max(l.width[4+i], c.judges[name])
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	line := func(cells []string) {
-		for i, c := range cells {
-			bw.WriteString(c)
-			if i == len(cells)-1 {
+	l.width[len(head)-1] = max(l.width[len(head)-1], c.time)
+	for i, h := range head {
+		l.row[i] = []byte(h)
+	}
+	l.line(l.row)
+	for i := range l.row {
+		l.row[i] = nil // cells left unset (a judge's name with a tab makes more headings than cells) stay empty
+	}
+	return l
+}
+
+// writeRow writes one spooled row (see attemptRows.add).
+func (l *attemptLines) writeRow(cells [][]byte) {
+	row := l.row
+	for i := range 4 {
+		row[i] = cells[i]
+	}
+	for i, name := range l.judges {
+		row[4+i] = dash
+		for k := 5; k+1 < len(cells); k += 2 {
+			if string(cells[k]) == name {
+				row[4+i] = cells[k+1]
 				break
 			}
-			for pad := width[i] - len(c) + 2; pad > 0; pad -= len(spaces) {
-				bw.WriteString(spaces[:min(pad, len(spaces))])
-			}
 		}
-		bw.WriteByte('\n')
 	}
-	line(head)
-	for _, a := range attempts {
-		line(cells(a))
+	row[len(row)-1] = cells[4]
+	l.line(row)
+}
+
+var dash = []byte("-")
+
+func (l *attemptLines) line(cells [][]byte) {
+	for i, c := range cells {
+		l.bw.Write(c)
+		if i == len(cells)-1 {
+			break
+		}
+		for pad := l.width[i] - len(c) + 2; pad > 0; pad -= len(spaces) {
+			l.bw.WriteString(spaces[:min(pad, len(spaces))])
+		}
 	}
-	_ = bw.Flush()
+	l.bw.WriteByte('\n')
 }
 
 // addNames adds the keys of m not in names yet.

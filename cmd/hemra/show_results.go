@@ -47,9 +47,7 @@ func (c *ShowCmd) showResults(g *Globals) error {
 	} else if !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	if r, err := store.Run(c.Path); err == nil {
-		return c.showRun(g, store, r)
-	} else if !errors.Is(err, state.ErrNotFound) {
+	if found, err := c.showRun(g, store, c.Path); found || !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("%q is not a plan file, an eval/harness, an attempt address, an attempt id or a run id in %s.\nhemra show lists the evals × harnesses; hemra state list the addresses; hemra runs the runs", c.Path, g.StorePath())
@@ -64,23 +62,34 @@ func findAttempt(store *state.Store, ref string) (*state.Attempt, error) {
 }
 
 func (c *ShowCmd) showLatest(g *Globals, store *state.Store) error {
-	r, err := results.Load(store, results.Query{})
+	if c.JSON {
+		r, err := results.Load(store, results.Query{})
+		if err != nil {
+			return err
+		}
+		return writeJSON(g.Stdout, r)
+	}
+	var rows attemptRows
+	defer rows.close()
+	r, err := results.Scan(store, results.Query{}, rows.add)
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return writeJSON(g.Stdout, r)
-	}
-	w := bufio.NewWriter(g.Stdout)
+	w := bufio.NewWriterSize(g.Stdout, 64<<10)
 	defer w.Flush()
-	if len(r.Attempts) == 0 {
+	if r.Counts.Attempts == 0 {
 		fmt.Fprintln(w, "No attempts recorded yet. Run hemra apply.")
 		return nil
 	}
+	return writeScanned(w, r, &rows)
+}
+
+// writeScanned writes the table of evals × harnesses and a line per
+// attempt.
+func writeScanned(w *bufio.Writer, r *results.Results, rows *attemptRows) error {
 	writeGroups(w, r.Groups)
 	fmt.Fprintln(w)
-	writeAttempts(w, r.Attempts)
-	return nil
+	return rows.write(w)
 }
 
 // showGroup prints one eval × harness: its totals and every task.
@@ -201,34 +210,43 @@ func (c *ShowCmd) showAttempt(g *Globals, store *state.Store, a *state.Attempt) 
 }
 
 // showRun prints one run: its figures per eval × harness and its
-// attempts.
-func (c *ShowCmd) showRun(g *Globals, store *state.Store, run *state.Run) error {
-	r, err := results.Load(store, results.Query{Run: run.ID})
-	if err != nil {
-		return err
-	}
+// attempts; false when there is no such run.
+func (c *ShowCmd) showRun(g *Globals, store *state.Store, id string) (found bool, err error) {
 	if c.JSON {
-		return writeJSON(g.Stdout, map[string]any{"run": run, "results": r})
+		run, err := store.Run(id)
+		if err != nil {
+			return false, err
+		}
+		r, err := results.Load(store, results.Query{Run: run.ID})
+		if err != nil {
+			return true, err
+		}
+		return true, writeJSON(g.Stdout, map[string]any{"run": run, "results": r})
 	}
-	w := bufio.NewWriter(g.Stdout)
+	var rows attemptRows
+	defer rows.close()
+	r, err := results.Scan(store, results.Query{Run: id}, rows.add)
+	if err != nil {
+		return !errors.Is(err, results.ErrNoRun), err
+	}
+	run := r.Runs[0]
+	w := bufio.NewWriterSize(g.Stdout, 64<<10)
 	defer w.Flush()
 	what := "apply"
 	if run.Kind != "" {
 		what = run.Kind
 	}
+	// Every attempt the run lists is read: their count is the run's.
 	fmt.Fprintf(w, "Run %s (%s): %s, started %s by pid %d on %s, %d of %d planned attempts\n",
-		run.ID, what, run.Status, run.StartedAt.Local().Format(time.DateTime), run.PID, run.Host, len(run.Attempts), run.Planned)
+		run.ID, what, run.Status, run.StartedAt.Local().Format(time.DateTime), run.PID, run.Host, r.Counts.Attempts, run.Planned)
 	if run.Source != "" {
 		fmt.Fprintf(w, "Imported from %s\n", run.Source)
 	}
-	if len(r.Attempts) == 0 {
-		return nil
+	if r.Counts.Attempts == 0 {
+		return true, nil
 	}
 	fmt.Fprintln(w)
-	writeGroups(w, r.Groups)
-	fmt.Fprintln(w)
-	writeAttempts(w, r.Attempts)
-	return nil
+	return true, writeScanned(w, r, &rows)
 }
 
 // showEventLimit is how many event lines hemra show prints.

@@ -70,12 +70,16 @@ func (c *StateListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	// The list is written as it is read, in two passes of one read
-	// transaction (the first measures the columns), so a state of a
-	// million addresses is listed in the memory of a few: declared
-	// addresses from the store's index, in byte order, and the imported
-	// ones (import/<job>/..., few) merged in where they sort.
+	// The list is read in one pass of one read transaction, its rows
+	// spooled (see spool) and the columns measured as they are, and
+	// written once the read is over: a state of a million addresses is
+	// listed in the memory of a few, and an apply never waits for the
+	// reader of the list. Declared addresses come from the store's index,
+	// in byte order, and the imported ones (import/<job>/..., few) merged
+	// in where they sort. -json is written as it is read.
 	w := bufio.NewWriterSize(g.Stdout, 64<<10)
+	var rows rowSpool
+	defer rows.close()
 	var n, addrWidth, statusWidth int
 	plain := true // no character the tab-aligned columns would treat specially
 	err = store.View(func(v *state.View) error {
@@ -120,37 +124,13 @@ func (c *StateListCmd) Run(g *Globals) error {
 				return err
 			})
 		}
-		err = each(func(e *stateListEntry) error {
+		return each(func(e *stateListEntry) error {
 			n++
 			addrWidth = max(addrWidth, utf8.RuneCountInString(e.Address))
 			statusWidth = max(statusWidth, utf8.RuneCountInString(string(e.Status)))
-			plain = plain && !strings.ContainsAny(e.Address+string(e.Status)+string(e.Class), "\t\n\v\f\r\xff")
-			return nil
-		})
-		if err != nil || n == 0 {
-			return err
-		}
-		if !plain {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			err := each(func(e *stateListEntry) error {
-				_, err := fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Address, e.Status, classOrDash(e.Class))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			return tw.Flush()
-		}
-		// As text/tabwriter aligns them: each column as wide as its
-		// widest cell, then 2 spaces.
-		pad := strings.Repeat(" ", addrWidth+statusWidth+4)
-		return each(func(e *stateListEntry) error {
-			w.WriteString(e.Address)
-			w.WriteString(pad[:addrWidth+2-utf8.RuneCountInString(e.Address)])
-			w.WriteString(string(e.Status))
-			w.WriteString(pad[:statusWidth+2-utf8.RuneCountInString(string(e.Status))])
-			w.WriteString(classOrDash(e.Class))
-			return w.WriteByte('\n')
+			plain = plain && !strings.ContainsAny(e.Address, "\t\n\v\f\r\xff") &&
+				!strings.ContainsAny(string(e.Status), "\t\n\v\f\r\xff") && !strings.ContainsAny(string(e.Class), "\t\n\v\f\r\xff")
+			return rows.add(e.Address, string(e.Status), classOrDash(e.Class))
 		})
 	})
 	if err != nil {
@@ -172,6 +152,34 @@ func (c *StateListCmd) Run(g *Globals) error {
 			fmt.Fprintf(g.Stderr, "No attempts recorded in %s yet. Run hemra apply.\n", g.StorePath())
 		}
 		return nil
+	}
+	if !plain {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		err := rows.each(func(cells [][]byte) error {
+			_, err := fmt.Fprintf(tw, "%s\t%s\t%s\n", cells[0], cells[1], cells[2])
+			return err
+		})
+		if err == nil {
+			err = tw.Flush()
+		}
+		if err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	// As text/tabwriter aligns them: each column as wide as its widest
+	// cell, then 2 spaces.
+	pad := strings.Repeat(" ", addrWidth+statusWidth+4)
+	err = rows.each(func(cells [][]byte) error {
+		w.Write(cells[0])
+		w.WriteString(pad[:addrWidth+2-utf8.RuneCount(cells[0])])
+		w.Write(cells[1])
+		w.WriteString(pad[:statusWidth+2-utf8.RuneCount(cells[1])])
+		w.Write(cells[2])
+		return w.WriteByte('\n')
+	})
+	if err != nil {
+		return err
 	}
 	return w.Flush()
 }
