@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// seedRecords are an attempt, its current summary and a run as the store
-// writes them.
+// seedRecords are an attempt, its current summary, an attempt summary and
+// a run as the store writes them.
 func seedRecords(f *testing.F) {
 	r := 0.5
 	a := &Attempt{ID: "06h2sbqjh00015yqrtgg", Address: "e/h/t#1", RunID: "r1",
@@ -22,8 +22,12 @@ func seedRecords(f *testing.F) {
 	grouped, _, _ := encodeRecord(a) // format 3: the shared parts as group references
 	cur, _ := encodeCurrent(currentOf(a))
 	run, _ := json.Marshal(&Run{ID: "r1", Status: "finished", Planned: 1, PlanSHA256: "ab"})
+	sum := summaryOf(a)
+	sum.Rewards, sum.Usage, sum.Started = map[string]float64{"reward": 0.5, "style": 1}, &TokenUsage{InputTokens: 3, CostUSD: 0.25}, -1
+	summary, _ := json.Marshal(sum)
 	f.Add(rec)
 	f.Add(grouped)
+	f.Add(summary)
 	f.Add(cur)
 	f.Add(run)
 	f.Add([]byte(`{"attempt_id":"x","status":"fin\u0069shed"}`))
@@ -34,8 +38,9 @@ func seedRecords(f *testing.F) {
 // FuzzRecordDecoders: any bytes read from state.db as a record (a
 // damaged page, a record written by another version) give a record or an
 // error, never a panic; the hand-written fast decoder of current
-// summaries, and state check's of attempt records (scanRecord), agree
-// with encoding/json whenever they take a value.
+// summaries and of attempt summaries, and state check's of attempt
+// records (scanRecord), agree with encoding/json whenever they take a
+// value.
 func FuzzRecordDecoders(f *testing.F) {
 	seedRecords(f)
 	f.Fuzz(func(t *testing.T, val []byte) {
@@ -58,6 +63,12 @@ func FuzzRecordDecoders(f *testing.F) {
 		// As state check reads it.
 		scanAgrees(t, val)
 		_, _ = decodeCurrent(val)
+		if fast, ok := decodeSummaryFast(val); ok {
+			var slow Summary
+			if err := json.Unmarshal(val, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast decoder took %q as %+v; encoding/json: %+v, %v", val, fast, slow, err)
+			}
+		}
 		var r Run
 		_ = json.Unmarshal(val, &r)
 	})

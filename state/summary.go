@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -536,21 +537,28 @@ func (p *summaryScanner) str() string {
 		p.bad = true
 		return ""
 	}
-	start := p.i
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s
-		case '\\':
-			p.bad = true
-			return ""
-		}
-		p.i++
+	end := strings.IndexByte(p.b[p.i:], '"')
+	if end < 0 {
+		p.bad = true
+		return ""
 	}
-	p.bad = true
-	return ""
+	s := p.b[p.i : p.i+end]
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == '\\':
+			p.bad = true // a control byte (which encoding/json refuses) or an escape
+			return ""
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.ValidString(s) {
+		p.bad = true // encoding/json replaces what is not UTF-8
+		return ""
+	}
+	p.i += end + 1
+	return s
 }
 
 func (p *summaryScanner) number() string {
@@ -562,10 +570,49 @@ func (p *summaryScanner) number() string {
 		}
 		p.i++
 	}
-	if p.i == start {
-		p.bad = true
+	if !jsonNumber(p.b[start:p.i]) {
+		p.bad = true // what strconv reads but JSON does not: +1, 01, .5, Inf, 0x10
 	}
 	return p.b[start:p.i]
+}
+
+// jsonNumber reports whether s is a number as JSON writes one:
+// -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(s string) bool {
+	i := 0
+	digits := func() int {
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 func (p *summaryScanner) float() float64 {
@@ -640,7 +687,9 @@ func decodeSummaryFast(val []byte) (Summary, bool) {
 			w := p.float()
 			s.Reward = &w
 		case "ws":
-			s.Rewards = map[string]float64{}
+			if s.Rewards == nil { // a key given twice adds to the map, as encoding/json does
+				s.Rewards = map[string]float64{}
+			}
 			for k, ok := p.key(true); ok && !p.bad; k, ok = p.key(false) {
 				s.Rewards[k] = p.float()
 			}
@@ -651,7 +700,10 @@ func decodeSummaryFast(val []byte) (Summary, bool) {
 		case "f":
 			s.Finished = p.int()
 		case "u":
-			u := &TokenUsage{}
+			u := s.Usage
+			if u == nil {
+				u = &TokenUsage{}
+			}
 			for k, ok := p.key(true); ok && !p.bad; k, ok = p.key(false) {
 				switch k {
 				case "input_tokens":
