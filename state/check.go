@@ -411,7 +411,12 @@ func (r *checkRefs) groupUser(g []byte) (string, bool) {
 func (v *View) blobNamer(sha string, by blobNamer) string {
 	if by.group != "" {
 		var in []Input
-		if val := v.get(bucketGroups, by.group); val != nil && json.Unmarshal(val, &in) == nil {
+		if val := v.get(bucketGroups, by.group); val != nil {
+			if val, err := unpackValue(val); err != nil || json.Unmarshal(val, &in) != nil {
+				in = nil
+			}
+		}
+		if in != nil {
 			for _, i := range in {
 				if i.Blob == sha {
 					return "attempt " + by.attempt + " input " + i.Path
@@ -668,8 +673,14 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 		v.walked(&n)
 		c.attempts++
 		id := string(k)
-		// Its strings are state.db's memory: only copies outlive the
-		// iteration (useGroup's, the problems' text).
+		val, err := unpackValue(val)
+		if err != nil {
+			problem("attempts/%s: %v", id, err)
+			continue
+		}
+		// Its strings are state.db's memory (or the decompressed
+		// record's): only copies outlive the iteration (useGroup's, the
+		// problems' text).
 		a, sm, ok := scanRecord(val, true)
 		if !ok {
 			var err error
@@ -867,6 +878,11 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
 			continue
 		}
 		c.found++
+		val, err := unpackValue(val)
+		if err != nil {
+			problem("groups/%s: %v", k, err)
+			continue
+		}
 		sum := sha256.Sum256(val)
 		if groupEncoding.Encode(name[:], sum[:]); string(name[:]) != string(k) {
 			problem("groups/%s: content hashes to %s", k, name[:])

@@ -144,6 +144,10 @@ func mustRecord(t *testing.T, s *Store, id string) []byte {
 	}); err != nil || val == nil {
 		t.Fatalf("record %s: %v", id, err)
 	}
+	val, err := unpackValue(val) // its JSON, as state check reads it
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
+	}
 	return val
 }
 

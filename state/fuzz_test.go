@@ -19,7 +19,8 @@ func seedRecords(f *testing.F) {
 		Outcome:     &Outcome{Class: ClassPassed, Reward: &r, Snapshot: "sha256:ff", Artifacts: []Artifact{{Path: "out.txt", Size: 3, SHA256: "00"}}},
 	}
 	rec, _ := json.Marshal(a)
-	grouped, _, _ := encodeRecord(a) // format 3: the shared parts as group references
+	packed, _, _ := encodeRecord(a)   // format 4: compressed
+	grouped, _ := unpackValue(packed) // format 3: the shared parts as group references
 	cur, _ := encodeCurrent(currentOf(a))
 	run, _ := json.Marshal(&Run{ID: "r1", Status: "finished", Planned: 1, PlanSHA256: "ab"})
 	sum := summaryOf(a)
@@ -28,6 +29,7 @@ func seedRecords(f *testing.F) {
 	f.Add(rec)
 	f.Add(grouped)
 	f.Add(summary)
+	f.Add(packed)
 	f.Add(cur)
 	f.Add(run)
 	f.Add([]byte(`{"attempt_id":"x","status":"fin\u0069shed"}`))

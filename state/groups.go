@@ -272,11 +272,12 @@ type storedAttempt struct {
 // group is a group to store beside a record.
 type group struct {
 	id   string
-	data []byte
+	data []byte // as stored (packValue)
 }
 
 // encodeRecord encodes an attempt as its record and the groups the record
-// references (to be stored with putGroups).
+// references (to be stored with putGroups), both in their stored form
+// (packValue).
 func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	m := a.Manifest
 	groups, inline := SplitInputs(m.Inputs)
@@ -287,7 +288,10 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	if joined, ok := joinInputs(parts); !ok || !slices.Equal(joined, m.Inputs) {
 		// An order the store cannot restore: kept whole.
 		rec, err := json.Marshal(a)
-		return rec, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		return packValue(rec), nil, nil
 	}
 	sm := storedManifest{Manifest: m}
 	sm.Inputs = inline
@@ -297,7 +301,7 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	var out []group
 	for _, g := range groups {
 		sm.InputGroups = append(sm.InputGroups, g.ID)
-		out = append(out, group{g.ID, appendInputsJSON(nil, g.Inputs)})
+		out = append(out, group{g.ID, packValue(appendInputsJSON(nil, g.Inputs))})
 	}
 	ctx, err := json.Marshal(manifestContext{Sandbox: m.Sandbox, Images: m.Images, EnvNames: m.EnvNames})
 	if err != nil {
@@ -305,9 +309,12 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	}
 	sm.Context = groupID(ctx)
 	sm.Sandbox, sm.Images, sm.EnvNames = SandboxRecord{}, nil, nil
-	out = append(out, group{sm.Context, ctx})
+	out = append(out, group{sm.Context, packValue(ctx)})
 	rec, err := json.Marshal(storedAttempt{Attempt: a, Manifest: sm})
-	return rec, out, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return packValue(rec), out, nil
 }
 
 // putGroups stores the groups a record references that the store does not
@@ -348,7 +355,11 @@ func (r *groupReader) raw(id string) ([]byte, error) {
 	if v == nil {
 		return nil, fmt.Errorf("group %s: %w", id, ErrNotFound)
 	}
-	return v, nil
+	data, err := unpackValue(v)
+	if err != nil {
+		return nil, fmt.Errorf("group %s: %w", id, err)
+	}
+	return data, nil
 }
 
 // Inputs is the input group with this id. The slice is shared: callers
@@ -401,6 +412,10 @@ func (r *groupReader) context(id string) (*manifestContext, error) {
 // decodeRecord decodes an attempt record of any format, resolving its
 // group references through groups.
 func decodeRecord(id string, val []byte, groups *groupReader) (*Attempt, error) {
+	val, err := unpackValue(val)
+	if err != nil {
+		return nil, fmt.Errorf("attempt %q: %w", id, err)
+	}
 	a := new(Attempt)
 	sa := storedAttempt{Attempt: a}
 	if err := json.Unmarshal(val, &sa); err != nil {
@@ -453,6 +468,10 @@ type RecordGroups struct {
 // with the manifest's own fields only, and the manifest as stored, for
 // encodeStored to write back after a change.
 func decodeStored(id string, val []byte) (*Attempt, storedManifest, error) {
+	val, err := unpackValue(val)
+	if err != nil {
+		return nil, storedManifest{}, fmt.Errorf("attempt %q: %w", id, err)
+	}
 	a := new(Attempt)
 	sa := storedAttempt{Attempt: a}
 	if err := json.Unmarshal(val, &sa); err != nil {
@@ -466,7 +485,11 @@ func decodeStored(id string, val []byte) (*Attempt, storedManifest, error) {
 // manifest as it was stored: the manifest's fields are sm's, whatever a
 // change did to a.Manifest.
 func encodeStored(a *Attempt, sm storedManifest) ([]byte, error) {
-	return json.Marshal(storedAttempt{Attempt: a, Manifest: sm})
+	rec, err := json.Marshal(storedAttempt{Attempt: a, Manifest: sm})
+	if err != nil {
+		return nil, err
+	}
+	return packValue(rec), nil
 }
 
 // RecordGroups reads what the record of attempt id says of its manifest
@@ -477,6 +500,10 @@ func (v *View) RecordGroups(id string) (rg RecordGroups, whole bool, err error) 
 	val := v.get(bucketAttempts, id)
 	if val == nil {
 		return rg, false, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
+	}
+	val, err = unpackValue(val)
+	if err != nil {
+		return rg, false, fmt.Errorf("attempt %q: %w", id, err)
 	}
 	var sa struct {
 		Manifest storedManifest `json:"manifest"`

@@ -198,10 +198,10 @@ func dump(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// A store migrated from format 2 holds exactly what the same writes give
-// in format 3, and reads the same.
-func TestMigrateV2EqualsWrittenNew(t *testing.T) {
-	fresh, old := t.TempDir(), t.TempDir()
+// writeAttempts records the same attempts in each store, one of them left
+// open after a transition, and returns them (the open one last).
+func writeAttempts(t *testing.T, dirs ...string) []*Attempt {
+	t.Helper()
 	var attempts []*Attempt
 	for _, task := range []string{"t1", "t2", "t3"} {
 		for _, h := range []string{"h1", "h2"} {
@@ -213,7 +213,7 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 	open := planned("h1", "t9", 1)
 	open.Transitions, open.Outcome = open.Transitions[:1], nil
 	attempts = append(attempts, open)
-	for _, dir := range []string{fresh, old} {
+	for _, dir := range dirs {
 		s, err := Open(dir, Options{Writer: true})
 		if err != nil {
 			t.Fatal(err)
@@ -240,12 +240,14 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return attempts
+}
+
+// checkMigrated upgrades the store at old and checks that it then holds
+// exactly what the store at fresh holds, and reads back the attempts.
+func checkMigrated(t *testing.T, old, fresh string, attempts []*Attempt) {
+	t.Helper()
 	want := dump(t, fresh)
-	writeV2(t, old)
-	before := dump(t, old)
-	if _, ok := before["groups/"]; ok || len(before) >= len(want) {
-		t.Fatalf("the format-2 store has %d keys, the new one %d: not downgraded", len(before), len(want))
-	}
 	s, err := Open(old, Options{Writer: true})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +261,7 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 	got := dump(t, old)
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s: migrated\n%s\nwritten new\n%s", k, got[k], v)
+			t.Errorf("%s: migrated\n%q\nwritten new\n%q", k, got[k], v)
 		}
 	}
 	for k := range got {
@@ -283,6 +285,69 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
 		t.Errorf("Check of the migrated store: %+v, %v", rep, err)
 	}
+}
+
+// A store migrated from format 2 holds exactly what the same writes give
+// in the current format, and reads the same.
+func TestMigrateV2EqualsWrittenNew(t *testing.T) {
+	fresh, old := t.TempDir(), t.TempDir()
+	attempts := writeAttempts(t, fresh, old)
+	writeV2(t, old)
+	before := dump(t, old)
+	if _, ok := before["groups/"]; ok || len(before) >= len(dump(t, fresh)) {
+		t.Fatalf("the format-2 store has %d keys, the new one more: not downgraded", len(before))
+	}
+	checkMigrated(t, old, fresh, attempts)
+}
+
+// writeV3 turns the store at dir (format 4) into what format 3 wrote:
+// every attempt record and group as plain JSON.
+func writeV3(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketAttempts, bucketGroups} {
+			b := tx.Bucket(name)
+			var ks, vs [][]byte
+			if err := b.ForEach(func(k, val []byte) error {
+				if !packed(val) {
+					return fmt.Errorf("%s/%s: not compressed", name, k)
+				}
+				plain, err := unpackValue(val)
+				ks, vs = append(ks, append([]byte(nil), k...)), append(vs, plain)
+				return err
+			}); err != nil {
+				return err
+			}
+			for i := range ks {
+				if err := b.Put(ks[i], vs[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 3)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store migrated from format 3 holds exactly what the same writes give
+// in format 4 (the same JSON, compressed), and reads the same.
+func TestMigrateV3EqualsWrittenNew(t *testing.T) {
+	fresh, old := t.TempDir(), t.TempDir()
+	attempts := writeAttempts(t, fresh, old)
+	writeV3(t, old)
+	for k, v := range dump(t, old) {
+		if (strings.HasPrefix(k, "attempts/") || strings.HasPrefix(k, "groups/")) && !json.Valid([]byte(v)) {
+			t.Fatalf("%s in the format-3 store is not JSON: %q", k, v)
+		}
+	}
+	checkMigrated(t, old, fresh, attempts)
 }
 
 func TestInputsJSONAsEncodingJSON(t *testing.T) {

@@ -13,6 +13,10 @@ func (v *View) AttemptOutcome(id string) (*Outcome, error) {
 	if val == nil {
 		return nil, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
 	}
+	val, err := unpackValue(val)
+	if err != nil {
+		return nil, fmt.Errorf("attempt %q: %w", id, err)
+	}
 	var rec struct {
 		Outcome *Outcome `json:"outcome"`
 	}

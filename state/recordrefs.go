@@ -24,6 +24,10 @@ func (v *View) RecordRefs(id string) (inputGroups []string, context string, whol
 	if val == nil {
 		return nil, "", false, fmt.Errorf("attempt %q: %w", id, ErrNotFound)
 	}
+	val, err = unpackValue(val)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("attempt %q: %w", id, err)
+	}
 	if ids, ctx, ok := scanRecordRefs(val); ok {
 		if ctx == "" {
 			return nil, "", true, nil

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -20,13 +21,14 @@ import (
 
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
-const FormatVersion = 3
+const FormatVersion = 4
 
 var (
 	// bucketMeta holds keyFormatVersion, keyLineage and keySerial.
 	bucketMeta = []byte("meta")
-	// bucketAttempts maps an attempt id to its Attempt JSON. Ids sort by
-	// creation time, so a cursor walks attempts oldest first.
+	// bucketAttempts maps an attempt id to its Attempt JSON (groups.go),
+	// compressed from format 4 (codec.go). Ids sort by creation time, so a
+	// cursor walks attempts oldest first.
 	bucketAttempts = []byte("attempts")
 	// bucketCurrent maps an address to its Current JSON: the compact summary
 	// plan reads for every declared attempt.
@@ -53,10 +55,10 @@ var (
 	// separate index from bucketCurrent so that plan never sees imported
 	// attempts: they are never planned, never re-run, never orphaned.
 	bucketImported = []byte("imported")
-	// bucketGroups maps the SHA-256 (hex) of a group's JSON to the JSON
-	// (v3): the parts of manifests many attempts share, which their
-	// records reference (groups.go). Never rewritten: a group's content
-	// is its name.
+	// bucketGroups maps the SHA-256 (base64url) of a group's JSON to the
+	// JSON (v3), compressed from format 4 (codec.go): the parts of
+	// manifests many attempts share, which their records reference
+	// (groups.go). Never rewritten: a group's content is its name.
 	bucketGroups = []byte("groups")
 
 	keyFormatVersion = []byte("format_version") // big-endian uint64
@@ -100,6 +102,7 @@ var migrations = map[int]func(tx *bolt.Tx) error{
 	0: migrateV0,
 	1: migrateV1,
 	2: migrateV2,
+	3: migrateV3,
 }
 
 // migrateV0 upgrades the prototype format (attempts, history and runs only)
@@ -200,4 +203,54 @@ func migrateV2(tx *bolt.Tx) error {
 		}
 		after = page[len(page)-1].k
 	}
+}
+
+// migrateV3 upgrades v3 to v4 by compressing every attempt record and
+// input group (codec.go); the JSON inside is the same bytes. Both buckets
+// are rebuilt rather than rewritten in place: values that get smaller
+// would leave their pages as sparse as they were.
+func migrateV3(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	for _, name := range [][]byte{bucketAttempts, bucketGroups} {
+		if err := repackBucket(tx, name); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// repackBucket rewrites a bucket with every value packed (packValue),
+// through a temporary bucket, with its pages filled.
+func repackBucket(tx *bolt.Tx, name []byte) error {
+	tmpName := []byte("migrate:" + string(name))
+	tmp, err := tx.CreateBucket(tmpName)
+	if err != nil {
+		return err
+	}
+	tmp.FillPercent = 1
+	err = tx.Bucket(name).ForEach(func(k, v []byte) error {
+		if packed(v) {
+			return tmp.Put(k, bytes.Clone(v))
+		}
+		return tmp.Put(k, packValue(v))
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteBucket(name); err != nil {
+		return err
+	}
+	b, err := tx.CreateBucket(name)
+	if err != nil {
+		return err
+	}
+	b.FillPercent = 1
+	if err := tmp.ForEach(b.Put); err != nil {
+		return err
+	}
+	return tx.DeleteBucket(tmpName)
 }
