@@ -64,6 +64,11 @@ func (s *Store) Check() (*CheckReport, error) {
 	// id range per CPU, each in a read transaction of its own; the groups
 	// and indexes are then walked side by side in one more. Each key of
 	// state.db is read once (and once more by the consistency check).
+	c, err := s.openCheck()
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
 	blobs := make(chan *blobCheck, 1)
 	go func() { blobs <- s.checkBlobs(runtime.GOMAXPROCS(0)) }()
 	var (
@@ -73,7 +78,7 @@ func (s *Store) Check() (*CheckReport, error) {
 	)
 	go func() {
 		defer close(verified)
-		verifyErr = s.View(func(v *View) error {
+		verifyErr = c.view(func(v *View) error {
 			if v.tx != nil {
 				damagedDB = verifyDropping(v.tx)
 			}
@@ -84,9 +89,9 @@ func (s *Store) Check() (*CheckReport, error) {
 	// attempts agree, which two sums say (checkIndexes); when they do not,
 	// they are read again looking up every key.
 	seed := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
-	r, refs, agree, err := s.checkRecords(seed, false)
+	r, refs, agree, err := c.checkRecords(seed, false)
 	if err == nil && !agree {
-		r, refs, _, err = s.checkRecords(seed, true)
+		r, refs, _, err = c.checkRecords(seed, true)
 	}
 	<-verified
 	blob := <-blobs
@@ -102,7 +107,7 @@ func (s *Store) Check() (*CheckReport, error) {
 	if err := errors.Join(err, verifyErr, blob.err); err != nil {
 		return nil, err
 	}
-	err = s.View(func(v *View) error {
+	err = c.view(func(v *View) error {
 		for sha, by := range refs.blobs {
 			if _, ok := blob.found[sha]; !ok {
 				hexSHA := hex.EncodeToString(sha[:])
@@ -178,11 +183,11 @@ var (
 // group ids per CPU. Not exact, it trusts that the history and the
 // attempts agree where two sums say they do (agree); exact, it looks
 // every key up.
-func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, refs checkRefs, agree bool, err error) {
+func (c *checkDB) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, refs checkRefs, agree bool, err error) {
 	r = &CheckReport{}
 	refs = newCheckRefs()
 	var bounds []string
-	if err := s.View(func(v *View) error {
+	if err := c.view(func(v *View) error {
 		bounds = v.idBounds(runtime.GOMAXPROCS(0))
 		return nil
 	}); err != nil {
@@ -202,9 +207,9 @@ func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, 
 		problem := func(format string, args ...any) {
 			index.Problems = append(index.Problems, fmt.Sprintf(format, args...))
 		}
-		errs[len(parts)] = s.View(func(v *View) error {
+		errs[len(parts)] = c.view(func(v *View) error {
 			if v.tx != nil {
-				indexKeys = v.checkIndexes(index, problem, &seed, exact)
+				indexKeys = v.checkIndexes(index, problem, &seed, exact, c.drop())
 				indexWalked = true
 			}
 			return nil
@@ -221,11 +226,11 @@ func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.View(func(v *View) error {
+			errs[i] = c.view(func(v *View) error {
 				if v.tx == nil {
 					return nil
 				}
-				parts[i] = v.checkAttempts(s.dir, from, to, &seed, exact)
+				parts[i] = v.checkAttempts(c.s.dir, from, to, &seed, exact, c.drop())
 				return nil
 			})
 		}()
@@ -237,14 +242,14 @@ func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, 
 	// The parts hold ids in increasing ranges: the first to name a blob
 	// or a group holds its smallest id.
 	var history keySum
-	for _, c := range parts {
-		if c == nil {
+	for _, p := range parts {
+		if p == nil {
 			continue
 		}
-		r.Attempts += c.attempts
-		r.Problems = append(r.Problems, c.problems...)
-		refs.merge(&c.checkRefs)
-		history.merge(c.history)
+		r.Attempts += p.attempts
+		r.Problems = append(r.Problems, p.problems...)
+		refs.merge(&p.checkRefs)
+		history.merge(p.history)
 	}
 	r.Addresses = index.Addresses
 	r.Problems = append(r.Problems, index.Problems...)
@@ -252,9 +257,55 @@ func (s *Store) checkRecords(seed [2]maphash.Seed, exact bool) (r *CheckReport, 
 	if !agree {
 		return r, refs, false, nil
 	}
-	problems, err := s.checkGroups(refs, runtime.GOMAXPROCS(0))
+	problems, err := c.checkGroups(refs, runtime.GOMAXPROCS(0))
 	r.Problems = append(r.Problems, problems...)
 	return r, refs, true, err
+}
+
+// checkDB opens state.db for the check's walks. When state.db is no
+// larger than verifyResident they share one map, which bbolt's check maps
+// whole anyway: the other walks then read pages it faulted in, and none
+// drops them. A larger state.db gets a map per walk, each dropping its
+// pages as it goes.
+type checkDB struct {
+	s  *Store
+	db *bolt.DB // shared; nil: one per view
+}
+
+func (s *Store) openCheck() (*checkDB, error) {
+	c := &checkDB{s: s}
+	if size, _, err := statSize(filepath.Join(s.dir, dbFile)); err != nil || size == 0 || size > verifyResident {
+		return c, nil // what View makes of it
+	}
+	db, err := s.openForRead()
+	if err != nil {
+		return nil, err
+	}
+	c.db = db
+	return c, nil
+}
+
+func (c *checkDB) close() {
+	if c.db != nil {
+		c.db.Close()
+	}
+}
+
+func (c *checkDB) view(fn func(v *View) error) error {
+	if c.db == nil {
+		return c.s.View(fn)
+	}
+	return c.s.viewDB(c.db, fn)
+}
+
+// drop says whether the walks drop their pages as they go.
+func (c *checkDB) drop() bool { return c.db == nil }
+
+// walkedIf is View.walked when drop.
+func (v *View) walkedIf(drop bool, n *int) {
+	if drop {
+		v.walked(n)
+	}
 }
 
 // keySum is the count and two sums of hashes (each with its seed) of a set
@@ -649,7 +700,7 @@ type attemptCheck struct {
 // Exact, it looks up each attempt's history entry; otherwise it sums
 // their keys for checkIndexes to compare with the history's. A record is
 // read by scanRecord, or by decodeStored when scanRecord declines it.
-func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, exact bool) *attemptCheck {
+func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, exact, drop bool) *attemptCheck {
 	c := &attemptCheck{checkRefs: newCheckRefs()}
 	problem := func(format string, args ...any) { c.problems = append(c.problems, fmt.Sprintf(format, args...)) }
 	attempts := v.bucket(bucketAttempts)
@@ -670,7 +721,7 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 	n := 0
 	var hkey []byte
 	for ; k != nil && (to == "" || string(k) < to); k, val = cur.Next() {
-		v.walked(&n)
+		v.walkedIf(drop, &n)
 		c.attempts++
 		id := string(k)
 		val, err := unpackValue(val)
@@ -785,7 +836,7 @@ func (l *sortedLookup) get(key []byte) (val []byte, ok bool) {
 // content must hash to its name, and the blobs its inputs name are added
 // to refs. The groups are shared out among workers by their ids' first
 // letter (ids are hashes: evenly).
-func (s *Store) checkGroups(refs checkRefs, workers int) ([]string, error) {
+func (c *checkDB) checkGroups(refs checkRefs, workers int) ([]string, error) {
 	const alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz" // base64url, in byte order
 	workers = max(1, min(workers, len(alphabet)))
 	parts := make([]*groupCheck, workers)
@@ -802,8 +853,8 @@ func (s *Store) checkGroups(refs checkRefs, workers int) ([]string, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.View(func(v *View) error {
-				parts[i] = v.checkGroupRange(refs, from, to)
+			errs[i] = c.view(func(v *View) error {
+				parts[i] = v.checkGroupRange(refs, from, to, c.drop())
 				return nil
 			})
 		}()
@@ -814,11 +865,11 @@ func (s *Store) checkGroups(refs checkRefs, workers int) ([]string, error) {
 	}
 	var problems []string
 	found := 0
-	for _, c := range parts {
-		problems = append(problems, c.problems...)
-		found += c.found
+	for _, p := range parts {
+		problems = append(problems, p.problems...)
+		found += p.found
 		// In id order: the first group to name a blob names it.
-		for k, by := range c.blobs {
+		for k, by := range p.blobs {
 			if _, ok := refs.blobs[k]; !ok {
 				refs.blobs[k] = by
 			}
@@ -828,7 +879,7 @@ func (s *Store) checkGroups(refs checkRefs, workers int) ([]string, error) {
 		return problems, nil
 	}
 	// Some are missing: which.
-	err := s.View(func(v *View) error {
+	err := c.view(func(v *View) error {
 		groups := v.bucket(bucketGroups)
 		missing := func(g []byte, by string) {
 			if groups == nil || groups.Get(g) == nil {
@@ -855,7 +906,7 @@ type groupCheck struct {
 
 // checkGroupRange checks the groups records name with ids in [from, to)
 // (nil: open-ended).
-func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
+func (v *View) checkGroupRange(refs checkRefs, from, to []byte, drop bool) *groupCheck {
 	c := &groupCheck{blobs: map[blobKey]blobNamer{}}
 	groups := v.bucket(bucketGroups)
 	if groups == nil {
@@ -872,7 +923,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
 	n := 0
 	var name [43]byte
 	for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, val = cur.Next() {
-		v.walked(&n)
+		v.walkedIf(drop, &n)
 		by, used := refs.groupUser(k)
 		if !used {
 			continue
@@ -928,7 +979,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte) *groupCheck {
 // index entry naming its address's newest attempt names a recorded one,
 // without a look-up. When the two sums differ, what was found is not what
 // exact would have found: the caller checks again, exact.
-func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *[2]maphash.Seed, exact bool) (history keySum) {
+func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *[2]maphash.Seed, exact, drop bool) (history keySum) {
 	attempts := v.bucket(bucketAttempts)
 	has := func(id []byte) bool { return attempts != nil && attempts.Get(id) != nil }
 	type index struct {
@@ -948,7 +999,7 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 	// entry checks one index entry against the newest attempt in the
 	// history of its address ("" when it has none).
 	entry := func(x *index, last []byte) {
-		v.walked(&n)
+		v.walkedIf(drop, &n)
 		r.Addresses++
 		cur, err := decodeCurrent(x.v)
 		switch {
@@ -995,7 +1046,7 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 	)
 	if b := v.bucket(bucketHistory); b != nil {
 		_ = b.ForEach(func(k, _ []byte) error {
-			v.walked(&n)
+			v.walkedIf(drop, &n)
 			if !exact {
 				history.add(seed, k)
 			}
@@ -1025,7 +1076,7 @@ func (v *View) checkIndexes(r *CheckReport, problem func(string, ...any), seed *
 		// A run's attempts are in id order: looked up beside them.
 		inRun := newSortedLookup(attempts)
 		_ = ra.ForEach(func(k, _ []byte) error {
-			v.walked(&n)
+			v.walkedIf(drop, &n)
 			rid, id, _ := bytes.Cut(k, []byte(keySep))
 			if run == nil || !bytes.Equal(rid, run) {
 				if runs == nil || runs.Get(rid) == nil {
