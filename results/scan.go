@@ -123,7 +123,7 @@ func totalsOf(kept []*Attempt) *Results {
 }
 
 // walk streams the selection in address order through one reused
-// Attempt.
+// Attempt, the state read ahead on a second goroutine (state.ReadAhead).
 func (s *scan) walk(each func(a *Attempt) error) error {
 	eval, harness := splitGroup(s.q.Group)
 	var a Attempt
@@ -134,14 +134,16 @@ func (s *scan) walk(each func(a *Attempt) error) error {
 		a.fill(&sum)
 		return each(&a)
 	}
-	if s.q.Run != "" {
-		return s.v.ForEachRunSummaryByAddress(s.q.Run, fn)
-	}
 	prefix := ""
 	if s.q.Group != "" {
 		prefix = s.q.Group + "/"
 	}
-	return s.v.ForEachLatestSummary(prefix, fn)
+	return state.ReadAhead(s.v, func(fn func(state.Summary) error) error {
+		if s.q.Run != "" {
+			return s.v.ForEachRunSummaryByAddress(s.q.Run, fn)
+		}
+		return s.v.ForEachLatestSummary(prefix, fn)
+	}, fn)
 }
 
 // read is every attempt of the selection, sorted by address as build

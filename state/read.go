@@ -18,6 +18,7 @@ import (
 type View struct {
 	tx     *bolt.Tx // nil: no state yet
 	groups *groupReader
+	dir    string // the store's, for the errors of a damaged page
 }
 
 // View runs fn in one read transaction: one open of state.db for any number
@@ -61,7 +62,7 @@ func (s *Store) viewDB(db *bolt.DB, fn func(v *View) error) error {
 			if err := s.checkSize(tx); err != nil {
 				return err
 			}
-			return fn(&View{tx: tx})
+			return fn(&View{tx: tx, dir: s.dir})
 		})
 	})
 }
@@ -427,4 +428,70 @@ func (v *View) CountRunAttempts(id string) int {
 		v.walked(&walked)
 	}
 	return n
+}
+
+// ReadAhead runs walk (one of the View's walks, such as
+// ForEachLatestSummary or ForEachCurrent, given the fn it calls) on a
+// goroutine of its own, guarded as the view is, and calls fn with each
+// value it yields, in the same order, on the caller's goroutine: the page
+// faults and decoding of the read go on beside whatever fn does with the
+// values, on a second CPU. fn must not use the View. An error from fn
+// stops the walk and is returned; so is one from walk.
+func ReadAhead[T any](v *View, walk func(fn func(T) error) error, fn func(T) error) error {
+	const batchSize = 256
+	batches := make(chan []T, 4)
+	free := make(chan []T, 8)
+	stop := make(chan struct{})
+	errStop := errors.New("stopped")
+	var walkErr error
+	go func() {
+		defer close(batches)
+		batch := make([]T, 0, batchSize)
+		send := func() bool {
+			select {
+			case batches <- batch:
+			case <-stop:
+				return false
+			}
+			select {
+			case batch = <-free:
+				batch = batch[:0]
+			default:
+				batch = make([]T, 0, batchSize)
+			}
+			return true
+		}
+		walkErr = guard(v.dir, func() error {
+			return walk(func(x T) error {
+				batch = append(batch, x)
+				if len(batch) == batchSize && !send() {
+					return errStop
+				}
+				return nil
+			})
+		})
+		if walkErr == nil && len(batch) > 0 {
+			send()
+		}
+	}()
+	var err error
+	for batch := range batches {
+		for i := 0; err == nil && i < len(batch); i++ {
+			if err = fn(batch[i]); err != nil {
+				close(stop)
+			}
+		}
+		clear(batch) // let go of what the values hold
+		select {
+		case free <- batch:
+		default:
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if errors.Is(walkErr, errStop) {
+		return nil
+	}
+	return walkErr
 }

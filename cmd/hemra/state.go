@@ -95,7 +95,17 @@ func (c *StateListCmd) Run(g *Globals) error {
 		}
 		each := func(fn func(e *stateListEntry) error) error {
 			next := 0
-			err := v.ForEachCurrent(func(addr string, cur state.Current) error {
+			// The index is read ahead on a second goroutine while this one
+			// lists what it has read.
+			type entry struct {
+				addr string
+				cur  state.Current
+			}
+			walk := func(fn func(entry) error) error {
+				return v.ForEachCurrent(func(addr string, cur state.Current) error { return fn(entry{addr, cur}) })
+			}
+			err := state.ReadAhead(v, walk, func(e entry) error {
+				addr, cur := e.addr, e.cur
 				if c.Glob != "" && !planner.MatchAddress(c.Glob, addr) {
 					return nil
 				}
