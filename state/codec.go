@@ -74,6 +74,11 @@ var recordDict = []byte(`` +
 	`"agent_fingerprint":"","verify_fingerprint":"","judge_fingerprint":"","inputs":null,"sandbox":{"kind":""},` +
 	`"verifier_mode":"snapshot","input_groups":["","","","",""],"context":"","chained":true}}`)
 
+// maxPacked is the largest JSON packValue compresses; a bigger one
+// (no record hemra writes comes near) is kept as plain JSON. It bounds
+// what unpackValue allocates for a damaged frame that claims more.
+const maxPacked = 64 << 20
+
 // zstdMagic starts every zstd frame; JSON never does.
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
@@ -101,16 +106,16 @@ func initCodec() {
 		codec.dec, codec.err = zstd.NewReader(nil,
 			zstd.WithDecoderDictRaw(recordDictID, recordDict),
 			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(1<<30))
+			zstd.WithDecoderMaxMemory(maxPacked))
 	})
 }
 
 // packValue is the stored form of a record's or a group's JSON.
 func packValue(data []byte) []byte {
 	initCodec()
-	if codec.err != nil {
-		// The options are fixed: this cannot fail at run time. Kept as
-		// JSON, the value still reads back.
+	if codec.err != nil || len(data) > maxPacked {
+		// The options are fixed: the codec cannot fail at run time. Kept
+		// as JSON, the value still reads back.
 		return data
 	}
 	return codec.enc.EncodeAll(data, make([]byte, 0, len(data)/2+16))

@@ -40,6 +40,11 @@ func TestPackValue(t *testing.T) {
 	if _, err := decodeRecord("x", rec[:len(rec)-3], nil); err == nil {
 		t.Errorf("decodeRecord of a truncated record: no error")
 	}
+	// Beyond what a reader would decompress: kept as JSON.
+	huge := append(append([]byte(`"`), bytes.Repeat([]byte("x"), maxPacked)...), '"')
+	if v := packValue(huge); packed(v) {
+		t.Errorf("a value of %d bytes was compressed: no reader would decompress it", len(huge))
+	}
 }
 
 func BenchmarkPackRecord(b *testing.B) {
