@@ -719,19 +719,19 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 		k, val = cur.Seek([]byte(from))
 	}
 	n := 0
-	var hkey []byte
+	var hkey, unpacked []byte
 	for ; k != nil && (to == "" || string(k) < to); k, val = cur.Next() {
 		v.walkedIf(drop, &n)
 		c.attempts++
 		id := string(k)
-		val, err := unpackValue(val)
+		val, err := unpackInto(val, &unpacked)
 		if err != nil {
 			problem("attempts/%s: %v", id, err)
 			continue
 		}
 		// Its strings are state.db's memory (or the decompressed
-		// record's): only copies outlive the iteration (useGroup's, the
-		// problems' text).
+		// record's, in a buffer the next record reuses): only copies
+		// outlive the iteration (useGroup's, the problems' text).
 		a, sm, ok := scanRecord(val, true)
 		if !ok {
 			var err error
@@ -788,6 +788,25 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 		})
 	}
 	return c
+}
+
+// unpackInto is unpackValue decompressing into *buf, which a walk reuses
+// from value to value: what it reads of one value it keeps no longer than
+// that value.
+func unpackInto(val []byte, buf *[]byte) ([]byte, error) {
+	if !packed(val) {
+		return val, nil
+	}
+	initCodec()
+	if codec.err != nil {
+		return nil, codec.err
+	}
+	out, err := codec.dec.DecodeAll(val, (*buf)[:0])
+	if err != nil {
+		return nil, fmt.Errorf("decompressing: %w", err)
+	}
+	*buf = out
+	return out, nil
 }
 
 // sortedLookup looks keys up in a bucket in increasing order: a few steps
@@ -922,6 +941,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte, drop bool) *grou
 	}
 	n := 0
 	var name [43]byte
+	var unpacked []byte
 	for ; k != nil && (to == nil || bytes.Compare(k, to) < 0); k, val = cur.Next() {
 		v.walkedIf(drop, &n)
 		by, used := refs.groupUser(k)
@@ -929,7 +949,7 @@ func (v *View) checkGroupRange(refs checkRefs, from, to []byte, drop bool) *grou
 			continue
 		}
 		c.found++
-		val, err := unpackValue(val)
+		val, err := unpackInto(val, &unpacked)
 		if err != nil {
 			problem("groups/%s: %v", k, err)
 			continue
