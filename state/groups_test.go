@@ -342,6 +342,20 @@ func TestMigrateV3EqualsWrittenNew(t *testing.T) {
 	fresh, old := t.TempDir(), t.TempDir()
 	attempts := writeAttempts(t, fresh, old)
 	writeV3(t, old)
+	// A reader reads format 3 as it is, without the upgrade.
+	r, err := Open(old, Options{})
+	if err != nil {
+		t.Fatalf("reader Open of format 3: %v", err)
+	}
+	for _, a := range attempts[:len(attempts)-1] {
+		got, err := r.Attempt(a.ID)
+		if err != nil || jsonOf(t, got) != jsonOf(t, a) {
+			t.Fatalf("%s read from format 3: %v\n%s\nwant\n%s", a.ID, err, jsonOf(t, got), jsonOf(t, a))
+		}
+	}
+	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("Check of the format-3 store: %+v, %v", rep, err)
+	}
 	for k, v := range dump(t, old) {
 		if (strings.HasPrefix(k, "attempts/") || strings.HasPrefix(k, "groups/")) && !json.Valid([]byte(v)) {
 			t.Fatalf("%s in the format-3 store is not JSON: %q", k, v)

@@ -104,11 +104,16 @@ func (v *View) checkFormat() error {
 	case version > FormatVersion:
 		return fmt.Errorf("%s has format version %d, newer than the %d this hemra reads: upgrade hemra to use this store",
 			v.tx.DB().Path(), version, FormatVersion)
-	case version < FormatVersion:
+	case version < oldestReadAsIs:
 		return errOlderFormat(v.tx.DB().Path(), version)
 	}
 	return nil
 }
+
+// oldestReadAsIs is the oldest format a reader reads without its upgrade:
+// format 4 only compresses the values format 3 stored as JSON, and a value
+// that is not compressed reads as format 3 wrote it (codec.go).
+const oldestReadAsIs = 3
 
 func errOlderFormat(path string, version uint64) error {
 	return fmt.Errorf("%s has format version %d, older than the %d this hemra reads: run `hemra apply` once to upgrade it",
