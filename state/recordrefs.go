@@ -28,6 +28,14 @@ func (v *View) RecordRefs(id string) (inputGroups []string, context string, whol
 	if err != nil {
 		return nil, "", false, fmt.Errorf("attempt %q: %w", id, err)
 	}
+	if packed(val) {
+		// A format-4 record is compressed; one that does not decompress
+		// is RecordGroups's to report.
+		if val, err = unpackValue(val); err != nil {
+			rg, whole, err := v.RecordGroups(id)
+			return rg.InputGroups, rg.Context, whole, err
+		}
+	}
 	if ids, ctx, ok := scanRecordRefs(val); ok {
 		if ctx == "" {
 			return nil, "", true, nil

@@ -90,3 +90,41 @@ func FuzzRecordRefs(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, val []byte) { checkRecordRefs(t, 0, val) })
 }
+
+// A stored record (compressed from format 4) is scanned, not left to
+// RecordGroups, and reads as RecordGroups reads it.
+func TestRecordRefsOfAStore(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{Writer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := planned("alpha", "task-1", 1)
+	if err := s.AddAttempt(a); err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(func(v *View) error {
+		ids, ctx, whole, err := v.RecordRefs(a.ID)
+		if err != nil {
+			return err
+		}
+		rg, wantWhole, err := v.RecordGroups(a.ID)
+		if err != nil {
+			return err
+		}
+		if whole != wantWhole || ctx != rg.Context || !slices.Equal(ids, rg.InputGroups) || ctx == "" {
+			t.Errorf("RecordRefs: %q %q %v; RecordGroups: %q %q %v", ids, ctx, whole, rg.InputGroups, rg.Context, wantWhole)
+		}
+		val, err := unpackValue(v.get(bucketAttempts, a.ID))
+		if err != nil {
+			return err
+		}
+		if _, _, ok := scanRecordRefs(val); !ok {
+			t.Errorf("the stored record is not scanned: %s", val)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
