@@ -4,8 +4,9 @@
 # after the tests. A failure leaves the crashing input under the package's
 # testdata/fuzz/<Target>/ and fails the script; `go test -run
 # '^<Target>$/<file>' ./<pkg>` replays it. A run that fails without a
-# failing input (the fuzzing engine's own worker lost on a loaded machine)
-# is tried once more.
+# failing input (the fuzzing engine's own worker lost, or its coordinator
+# stalled past the deadline: "context deadline exceeded") is tried up to
+# twice more.
 set -eu
 cd "$(dirname "$0")/.."
 FUZZTIME="${HEMRA_FUZZTIME:-5s}"
@@ -16,17 +17,17 @@ for file in $(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do
 	pkg="./$(dirname "${file#./}")"
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
 		echo "== fuzz $pkg $target ($FUZZTIME)"
-		for try in 1 2; do
+		for try in 1 2 3; do
 			if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" >"$log" 2>&1; then
 				tail -1 "$log"
 				break
 			fi
-			if grep -q 'Failing input written to' "$log" || [ "$try" = 2 ]; then
+			if grep -q 'Failing input written to' "$log" || [ "$try" = 3 ]; then
 				cat "$log" >&2
 				echo "fuzz: $pkg $target failed" >&2
 				exit 1
 			fi
-			echo "   the fuzzing engine failed without an input; once more:"
+			echo "   the fuzzing engine failed without an input; again:"
 			grep -v '^fuzz: elapsed' "$log" | tail -5
 		done
 		n=$((n + 1))
