@@ -189,7 +189,7 @@ func (c *HashCache) group(root string, buf []cacheEntry, intern func([]byte) str
 	if !ok {
 		return cacheGroup{}, nil, false
 	}
-	d := decoder{b: c.data[:g.end], p: g.body, parsedOK: c.parsedOK, intern: intern}
+	d := decoder{valueDecoder: valueDecoder{b: c.data[:g.end], p: g.body}, parsedOK: c.parsedOK, intern: intern}
 	buf = buf[:0]
 	for i := range g.n {
 		e := d.entry()
@@ -404,7 +404,7 @@ func indexCache(data []byte) (map[string]cacheGroup, error) {
 // indexGroups locates each task folder's group in body.
 func indexGroups(body []byte) (map[string]cacheGroup, error) {
 	groups := map[string]cacheGroup{}
-	d := decoder{b: body, p: cacheHeader}
+	d := decoder{valueDecoder: valueDecoder{b: body, p: cacheHeader}}
 	// Entries are decoded when their folder is loaded; one that does not
 	// decode then is read from disk.
 	for d.p < len(body) && !d.fail {
@@ -415,7 +415,7 @@ func indexGroups(body []byte) (map[string]cacheGroup, error) {
 			return nil, errBadCache
 		}
 		g := cacheGroup{idx: int32(len(groups)), start: start, end: d.p}
-		gd := decoder{b: rest}
+		gd := decoder{valueDecoder: valueDecoder{b: rest}}
 		n := gd.uv()
 		// An entry takes at least 10 bytes: a bigger count is corrupt.
 		if gd.fail || n > uint64(len(rest))/10 {
@@ -434,34 +434,14 @@ func indexGroups(body []byte) (map[string]cacheGroup, error) {
 	return groups, nil
 }
 
-// decoder reads the cache format; strings alias b. A parsed task.toml
-// is dropped (the entry has no data: the file is read) unless parsedOK.
+// decoder reads the cache format; strings alias b. Its varints and
+// bytes are read as a parsed task.toml's are (valueDecoder). A parsed
+// task.toml is dropped (the entry has no data: the file is read) unless
+// parsedOK.
 type decoder struct {
-	b        []byte
-	p        int
-	fail     bool
+	valueDecoder
 	parsedOK bool
 	intern   func([]byte) string // copies a name out of b
-}
-
-func (d *decoder) uv() uint64 {
-	v, n := binary.Uvarint(d.b[d.p:])
-	if n <= 0 {
-		d.fail = true
-		return 0
-	}
-	d.p += n
-	return v
-}
-
-func (d *decoder) sv() int64 {
-	v, n := binary.Varint(d.b[d.p:])
-	if n <= 0 {
-		d.fail = true
-		return 0
-	}
-	d.p += n
-	return v
 }
 
 func (d *decoder) bytes() []byte {
@@ -491,15 +471,6 @@ func (d *decoder) name() string {
 		return d.intern(b)
 	}
 	return string(b)
-}
-
-func (d *decoder) byte() byte {
-	if d.p >= len(d.b) {
-		d.fail = true
-		return 0
-	}
-	d.p++
-	return d.b[d.p-1]
 }
 
 func (d *decoder) entry() cacheEntry {
