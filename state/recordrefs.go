@@ -15,8 +15,9 @@ import (
 // million of them, so the records hemra writes (json.Marshal's compact
 // objects) are scanned by hand: no reflection, one allocation. A record
 // the scan is not sure of (a key with an escape, a key that differs from
-// one it looks for in case only: encoding/json would match it; anything
-// not JSON) is read by RecordGroups. The two agree on every record
+// one it looks for in case only: encoding/json would match it; a second
+// manifest, which encoding/json merges into the first; anything not JSON)
+// is read by RecordGroups. The two agree on every record
 // encodeRecord writes; the scan checks the JSON but not the types of the
 // fields it skips, which Attempt and `state check` do.
 func (v *View) RecordRefs(id string) (inputGroups []string, context string, whole bool, err error) {
@@ -61,11 +62,16 @@ func scanRecordRefs(val []byte) (ids []string, context string, ok bool) {
 			}
 			return s.skip()
 		}
+		if found {
+			// encoding/json decodes a repeated object into what the
+			// first one set, keeping its fields: not the scan's to merge.
+			return false
+		}
 		start := s.i
 		if !s.skip() {
 			return false
 		}
-		manifest, found = val[start:s.i], true // the last one wins, as in encoding/json
+		manifest, found = val[start:s.i], true
 		return true
 	}) {
 		return nil, "", false

@@ -46,6 +46,9 @@ func recordRefsSeeds(t testing.TB) [][]byte {
 		[]byte(strings.Replace(r, `"repetition":1`, `"repetition":01`, 1)),
 		[]byte(r + "x"),
 		[]byte(r[:len(r)-1]),
+		// encoding/json merges a repeated manifest into the first (found by FuzzRecordRefs in CI).
+		[]byte(`{"manifest":{"ConteXt":"0"},"manifest":{}}`),
+		[]byte(`{"manifest":{"context":"0"},"manifest":{"input_groups":[]}}`),
 		[]byte(`{"manifest":null}`),
 		[]byte(`{"manifest":{}}`),
 		[]byte(`{}`),
