@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,9 +21,13 @@ func seedRecords(f *testing.F) {
 		Outcome:     &Outcome{Class: ClassPassed, Reward: &r, Snapshot: "sha256:ff", Artifacts: []Artifact{{Path: "out.txt", Size: 3, SHA256: "00"}}},
 	}
 	rec, _ := json.Marshal(a)
-	packed, _, _ := encodeRecord(a)   // format 4: compressed
-	grouped, _ := unpackValue(packed) // format 3: the shared parts as group references
-	cur, _ := encodeCurrent(currentOf(a))
+	packed, _, _ := encodeRecord(a)          // format 4: compressed
+	grouped, _ := unpackValue(packed)        // format 3: the shared parts as group references
+	cur, _ := encodeCurrent(currentOf(a))    // format 5: binary, the fingerprints as text
+	curJSON, _ := json.Marshal(currentOf(a)) // format 4
+	hashes := Current{AttemptID: a.ID, AgentFingerprint: strings.Repeat("0a", 32), VerifyFingerprint: strings.Repeat("f9", 32),
+		JudgeFingerprint: strings.Repeat("5e", 32), Status: StatusErrored, Class: ClassInfraError, JudgeRetry: true}
+	curRaw, _ := encodeCurrent(hashes) // the fingerprints and the id raw
 	run, _ := json.Marshal(&Run{ID: "r1", Status: "finished", Planned: 1, PlanSHA256: "ab"})
 	sum := summaryOf(a)
 	sum.Rewards, sum.Usage, sum.Started = map[string]float64{"reward": 0.5, "style": 1}, &TokenUsage{InputTokens: 3, CostUSD: 0.25}, -1
@@ -31,6 +37,8 @@ func seedRecords(f *testing.F) {
 	f.Add(summary)
 	f.Add(packed)
 	f.Add(cur)
+	f.Add(curJSON)
+	f.Add(curRaw)
 	f.Add(run)
 	f.Add([]byte(`{"attempt_id":"x","status":"fin\u0069shed"}`))
 	f.Add([]byte(`{"attempt_id":"x","status":`))
@@ -39,7 +47,9 @@ func seedRecords(f *testing.F) {
 
 // FuzzRecordDecoders: any bytes read from state.db as a record (a
 // damaged page, a record written by another version) give a record or an
-// error, never a panic; the hand-written fast decoder of current
+// error, never a panic; a binary current value reads as the one Current
+// that encodes to it, and any Current read encodes to a binary value that
+// reads back the same; the hand-written fast decoder of JSON current
 // summaries and of attempt summaries, and state check's of attempt
 // records (scanRecord), agree with encoding/json whenever they take a
 // value.
@@ -64,7 +74,23 @@ func FuzzRecordDecoders(f *testing.F) {
 		}
 		// As state check reads it.
 		scanAgrees(t, val)
-		_, _ = decodeCurrent(val)
+		if c, err := decodeCurrent(val); err == nil {
+			// Whatever form it was read from, its binary form reads back
+			// the same.
+			enc, _ := encodeCurrent(c)
+			if back, err := decodeCurrentBinary(enc); err != nil || back != c {
+				t.Fatalf("%+v (read from %q) encodes as %q, which reads as %+v, %v", c, val, enc, back, err)
+			}
+		}
+		if c, err := decodeCurrentBinary(val); err == nil {
+			// A binary value has one form: it is what c encodes as.
+			if enc, _ := encodeCurrent(c); !bytes.Equal(enc, val) {
+				t.Fatalf("binary decoder took %q as %+v, which encodes as %q", val, c, enc)
+			}
+			if id, err := currentAttemptID(val, new([idText]byte)); err != nil || string(id) != c.AttemptID {
+				t.Fatalf("currentAttemptID(%q) = %q, %v; the decoder reads %q", val, id, err, c.AttemptID)
+			}
+		}
 		if fast, ok := decodeSummaryFast(val); ok {
 			var slow Summary
 			if err := json.Unmarshal(val, &slow); err != nil || !reflect.DeepEqual(fast, slow) {

@@ -136,10 +136,12 @@ func TestGroupsAreShared(t *testing.T) {
 	}
 }
 
-// writeV2 turns the store at dir (format 3) into what format 2 wrote:
-// every attempt record whole, no groups bucket.
+// writeV2 turns the store at dir (format 5) into what format 2 wrote:
+// every attempt record whole, no groups bucket, and writeV4's JSON
+// current values.
 func writeV2(t *testing.T, dir string) {
 	t.Helper()
+	writeV4(t, dir)
 	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -300,10 +302,12 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 	checkMigrated(t, old, fresh, attempts)
 }
 
-// writeV3 turns the store at dir (format 4) into what format 3 wrote:
-// every attempt record and group as plain JSON.
+// writeV3 turns the store at dir (format 5) into what format 3 wrote:
+// every attempt record and group as plain JSON, and writeV4's JSON
+// current values.
 func writeV3(t *testing.T, dir string) {
 	t.Helper()
+	writeV4(t, dir)
 	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +341,8 @@ func writeV3(t *testing.T, dir string) {
 }
 
 // A store migrated from format 3 holds exactly what the same writes give
-// in format 4 (the same JSON, compressed), and reads the same.
+// in the current format (the same JSON, compressed; the current values
+// binary), and reads the same.
 func TestMigrateV3EqualsWrittenNew(t *testing.T) {
 	fresh, old := t.TempDir(), t.TempDir()
 	attempts := writeAttempts(t, fresh, old)
@@ -362,6 +367,143 @@ func TestMigrateV3EqualsWrittenNew(t *testing.T) {
 		}
 	}
 	checkMigrated(t, old, fresh, attempts)
+}
+
+// writeV4 turns the store at dir (format 5) into what format 4 wrote:
+// every value of the current and imported indexes as its JSON.
+func writeV4(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketCurrent, bucketImported} {
+			b := tx.Bucket(name)
+			var ks, vs [][]byte
+			if err := b.ForEach(func(k, val []byte) error {
+				if val[0] != currentTag {
+					return fmt.Errorf("%s/%s: not binary", name, k)
+				}
+				c, err := decodeCurrentBinary(val)
+				if err != nil {
+					return err
+				}
+				js, err := json.Marshal(c)
+				ks, vs = append(ks, append([]byte(nil), k...)), append(vs, js)
+				return err
+			}); err != nil {
+				return err
+			}
+			for i := range ks {
+				if err := b.Put(ks[i], vs[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 4)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// importAttempt records the same imported attempt in each store.
+func importAttempt(t *testing.T, dirs ...string) {
+	t.Helper()
+	at := time.Date(2026, 2, 1, 18, 3, 4, 0, time.UTC)
+	reward := 1.0
+	run := &Run{ID: "ri", StartedAt: at, FinishedAt: at, Status: "imported", Kind: "import", Source: "jobs/j"}
+	imp := &Attempt{ID: NewID(), Address: "import/j/oracle/hello#1", RunID: run.ID,
+		Manifest:    Manifest{Eval: "import/j", Harness: "oracle", Task: "hello", Repetition: 1, AgentFingerprint: "sha256:x"},
+		Transitions: []Transition{{Status: StatusPending, At: at}, {Status: StatusFinished, At: at}},
+		Outcome:     &Outcome{Class: ClassPassed, Reward: &reward, StartedAt: at, FinishedAt: at},
+		Origin:      &Origin{Format: "harbor", Job: "j", Trial: "hello__abc", ImportedAt: at}}
+	for _, dir := range dirs {
+		s, err := Open(dir, Options{Writer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Import([]*Run{run}, []*Attempt{imp}); n != 1 || err != nil {
+			t.Fatalf("Import = %d, %v", n, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// currents is every address of both indexes with its Current and the
+// summary of its attempt, as a reader reads them.
+func currents(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	r, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("reader Open: %v", err)
+	}
+	out := map[string]string{}
+	err = r.ForEachCurrent(func(addr string, c Current) error {
+		out["current/"+addr] = jsonOf(t, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.View(func(v *View) error {
+		if err := v.ForEachLatestSummary("", func(s Summary) error {
+			out["summary/"+s.Address] = jsonOf(t, s)
+			return nil
+		}); err != nil {
+			return err
+		}
+		a, err := v.ImportedAttempt("import/j/oracle/hello#1")
+		if err == nil {
+			out["imported"] = a.ID
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A store migrated from format 4 holds exactly what the same writes give
+// in format 5 (binary current values), and reads the same; a reader reads
+// the format-4 store as it is.
+func TestMigrateV4EqualsWrittenNew(t *testing.T) {
+	fresh, old := t.TempDir(), t.TempDir()
+	attempts := writeAttempts(t, fresh, old)
+	importAttempt(t, fresh, old)
+	writeV4(t, old)
+	n := 0
+	for k, v := range dump(t, old) {
+		if strings.HasPrefix(k, "current/") || strings.HasPrefix(k, "imported/") {
+			if !json.Valid([]byte(v)) {
+				t.Fatalf("%s in the format-4 store is not JSON: %q", k, v)
+			}
+			n++
+		}
+	}
+	if n != len(attempts)+1 {
+		t.Fatalf("the format-4 store has %d index entries, want %d", n, len(attempts)+1)
+	}
+	want := currents(t, fresh)
+	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read from format 4:\n%v\nwant\n%v", got, want)
+	}
+	r, err := Open(old, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("Check of the format-4 store: %+v, %v", rep, err)
+	}
+	checkMigrated(t, old, fresh, attempts)
+	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read after the upgrade:\n%v\nwant\n%v", got, want)
+	}
 }
 
 func TestInputsJSONAsEncodingJSON(t *testing.T) {

@@ -112,7 +112,9 @@ func (v *View) checkFormat() error {
 
 // oldestReadAsIs is the oldest format a reader reads without its upgrade:
 // format 4 only compresses the values format 3 stored as JSON, and a value
-// that is not compressed reads as format 3 wrote it (codec.go).
+// that is not compressed reads as format 3 wrote it (codec.go); format 5
+// only stores Current values in binary, and decodeCurrent reads the JSON
+// of the formats before (current.go).
 const oldestReadAsIs = 3
 
 func errOlderFormat(path string, version uint64) error {

@@ -21,7 +21,7 @@ import (
 
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
-const FormatVersion = 4
+const FormatVersion = 5
 
 var (
 	// bucketMeta holds keyFormatVersion, keyLineage and keySerial.
@@ -30,8 +30,9 @@ var (
 	// compressed from format 4 (codec.go). Ids sort by creation time, so a
 	// cursor walks attempts oldest first.
 	bucketAttempts = []byte("attempts")
-	// bucketCurrent maps an address to its Current JSON: the compact summary
-	// plan reads for every declared attempt.
+	// bucketCurrent maps an address to its Current: the compact summary
+	// plan reads for every declared attempt. JSON up to format 4, binary
+	// from format 5 (current.go).
 	bucketCurrent = []byte("current")
 	// bucketHistory holds address + "\x00" + attempt id keys with empty
 	// values, so History(addr) is one prefix scan in creation order.
@@ -51,7 +52,8 @@ var (
 	// compact form the results model reads for every attempt of a listing.
 	bucketSummaries = []byte("summaries")
 	// bucketImported maps the address of an imported attempt
-	// (import/<job>/<agent>/<task>#n) to its Current JSON (v2). It is a
+	// (import/<job>/<agent>/<task>#n) to its Current (v2; stored as in
+	// bucketCurrent). It is a
 	// separate index from bucketCurrent so that plan never sees imported
 	// attempts: they are never planned, never re-run, never orphaned.
 	bucketImported = []byte("imported")
@@ -103,6 +105,7 @@ var migrations = map[int]func(tx *bolt.Tx) error{
 	1: migrateV1,
 	2: migrateV2,
 	3: migrateV3,
+	4: migrateV4,
 }
 
 // migrateV0 upgrades the prototype format (attempts, history and runs only)
@@ -215,17 +218,51 @@ func migrateV3(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	pack := func(v []byte) []byte {
+		if packed(v) {
+			return bytes.Clone(v)
+		}
+		return packValue(v)
+	}
 	for _, name := range [][]byte{bucketAttempts, bucketGroups} {
-		if err := repackBucket(tx, name); err != nil {
+		if err := repackBucket(tx, name, pack); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// repackBucket rewrites a bucket with every value packed (packValue),
-// through a temporary bucket, with its pages filled.
-func repackBucket(tx *bolt.Tx, name []byte) error {
+// migrateV4 upgrades v4 to v5 by rewriting every Current value of the
+// current and imported indexes in its binary form (current.go), which
+// decodes to the same Current. A value that does not decode is kept as it
+// is, for state check to report: the upgrade loses nothing. Both buckets
+// are rebuilt, as in migrateV3.
+func migrateV4(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	rewrite := func(v []byte) []byte {
+		c, err := decodeCurrent(v)
+		if err != nil {
+			return bytes.Clone(v)
+		}
+		enc, _ := encodeCurrent(c)
+		return enc
+	}
+	for _, name := range [][]byte{bucketCurrent, bucketImported} {
+		if err := repackBucket(tx, name, rewrite); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// repackBucket rewrites a bucket with every value replaced by what pack
+// returns for it (a new slice: the old one is state.db's memory), through
+// a temporary bucket, with its pages filled.
+func repackBucket(tx *bolt.Tx, name []byte, pack func(v []byte) []byte) error {
 	tmpName := []byte("migrate:" + string(name))
 	tmp, err := tx.CreateBucket(tmpName)
 	if err != nil {
@@ -233,10 +270,7 @@ func repackBucket(tx *bolt.Tx, name []byte) error {
 	}
 	tmp.FillPercent = 1
 	err = tx.Bucket(name).ForEach(func(k, v []byte) error {
-		if packed(v) {
-			return tmp.Put(k, bytes.Clone(v))
-		}
-		return tmp.Put(k, packValue(v))
+		return tmp.Put(k, pack(v))
 	})
 	if err != nil {
 		return err

@@ -142,8 +142,13 @@ func putSummary(tx *bolt.Tx, a *Attempt) error {
 
 // currentAttemptID is the attempt id of a Current value: what a listing
 // needs of it, read without decoding the rest (encodeCurrent writes the id
-// first).
-func currentAttemptID(val []byte) ([]byte, error) {
+// first, as the JSON of format 4 and before did). An id kept raw is
+// encoded into scratch.
+func currentAttemptID(val []byte, scratch *[idText]byte) ([]byte, error) {
+	if len(val) >= 2+idRaw && val[0] == currentTag && val[1]&currentRawID != 0 {
+		idEncoding.Encode(scratch[:], val[2:2+idRaw])
+		return scratch[:], nil
+	}
 	const head = `{"a":"`
 	if bytes.HasPrefix(val, []byte(head)) {
 		rest := val[len(head):]
@@ -198,10 +203,11 @@ func (v *View) ForEachSummary(index Index, prefix string, fn func(Summary) error
 	p := []byte(prefix)
 	c := b.Cursor()
 	var lookup summaryLookup
+	var scratch [idText]byte
 	n := 0
 	for k, val := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
 		v.walked(&n)
-		id, err := currentAttemptID(val)
+		id, err := currentAttemptID(val, &scratch)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", index.bucket(), k, err)
 		}
@@ -253,6 +259,7 @@ func (v *View) ForEachLatestSummary(prefix string, fn func(Summary) error) error
 	declared.start(v.bucket(bucketCurrent))
 	imported.start(v.bucket(bucketImported))
 	var lookup summaryLookup
+	var scratch [idText]byte
 	n := 0
 	for declared.k != nil || imported.k != nil {
 		v.walked(&n)
@@ -260,7 +267,7 @@ func (v *View) ForEachLatestSummary(prefix string, fn func(Summary) error) error
 		if declared.k == nil || imported.k != nil && bytes.Compare(imported.k, declared.k) < 0 {
 			w, name = &imported, bucketImported
 		}
-		id, err := currentAttemptID(w.val)
+		id, err := currentAttemptID(w.val, &scratch)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", name, w.k, err)
 		}
