@@ -754,8 +754,16 @@ func (v *View) checkAttempts(storeDir, from, to string, seed *[2]maphash.Seed, e
 		if !a.Status().Terminal() && (open == nil || open.Get(k) == nil) {
 			problem("attempts/%s: status %s but not in the open index", id, a.Status())
 		}
-		if want, err := json.Marshal(summaryOf(a)); err == nil {
-			if got, ok := summaries.get(k); !ok || !bytes.Equal(got, want) {
+		{
+			// Format 6's form or, in an older store read as it is, the
+			// whole JSON.
+			sum := summaryOf(a)
+			got, ok := summaries.get(k)
+			want, err := encodeSummary(sum)
+			if ok && err == nil && !bytes.Equal(got, want) {
+				want, err = json.Marshal(sum)
+			}
+			if err == nil && (!ok || !bytes.Equal(got, want)) {
 				problem("summaries/%s: missing or out of step with the attempt record", id)
 			}
 		}

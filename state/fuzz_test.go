@@ -31,10 +31,12 @@ func seedRecords(f *testing.F) {
 	run, _ := json.Marshal(&Run{ID: "r1", Status: "finished", Planned: 1, PlanSHA256: "ab"})
 	sum := summaryOf(a)
 	sum.Rewards, sum.Usage, sum.Started = map[string]float64{"reward": 0.5, "style": 1}, &TokenUsage{InputTokens: 3, CostUSD: 0.25}, -1
-	summary, _ := json.Marshal(sum)
+	summary, _ := json.Marshal(sum) // format 5 and before
+	stored, _ := encodeSummary(sum) // format 6: no id, no address
 	f.Add(rec)
 	f.Add(grouped)
 	f.Add(summary)
+	f.Add(stored)
 	f.Add(packed)
 	f.Add(cur)
 	f.Add(curJSON)
@@ -95,6 +97,20 @@ func FuzzRecordDecoders(f *testing.F) {
 			var slow Summary
 			if err := json.Unmarshal(val, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("fast decoder took %q as %+v; encoding/json: %+v, %v", val, fast, slow, err)
+			}
+		}
+		// As a summary stored under this key: its stored form encodes
+		// back to itself.
+		key := []byte("06h2sbqjh00015yqrtgg")
+		if s, err := decodeStoredSummary(key, val); err == nil {
+			enc, err := encodeSummary(s)
+			if err != nil {
+				t.Fatalf("summary %+v read from %q does not encode: %v", s, val, err)
+			}
+			back, err := decodeStoredSummary(key, enc)
+			if again, _ := encodeSummary(back); err != nil || !bytes.Equal(again, enc) ||
+				back.Address != s.Address || back.ID != string(key) {
+				t.Fatalf("summary %+v read from %q is stored as %q, which reads as %+v (%v) and is stored as %q", s, val, enc, back, err, again)
 			}
 		}
 		var r Run

@@ -136,7 +136,7 @@ func TestGroupsAreShared(t *testing.T) {
 	}
 }
 
-// writeV2 turns the store at dir (format 5) into what format 2 wrote:
+// writeV2 turns the store at dir (format 6) into what format 2 wrote:
 // every attempt record whole, no groups bucket, and writeV4's JSON
 // current values.
 func writeV2(t *testing.T, dir string) {
@@ -302,7 +302,7 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 	checkMigrated(t, old, fresh, attempts)
 }
 
-// writeV3 turns the store at dir (format 5) into what format 3 wrote:
+// writeV3 turns the store at dir (format 6) into what format 3 wrote:
 // every attempt record and group as plain JSON, and writeV4's JSON
 // current values.
 func writeV3(t *testing.T, dir string) {
@@ -369,10 +369,87 @@ func TestMigrateV3EqualsWrittenNew(t *testing.T) {
 	checkMigrated(t, old, fresh, attempts)
 }
 
-// writeV4 turns the store at dir (format 5) into what format 4 wrote:
-// every value of the current and imported indexes as its JSON.
+// writeV5 turns the store at dir (format 6) into what format 5 wrote:
+// every summary as its whole JSON, with its id and address.
+func writeV5(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSummaries)
+		var ks, vs [][]byte
+		if err := b.ForEach(func(k, val []byte) error {
+			if bytes.Contains(val, []byte(`"id":`)) {
+				return fmt.Errorf("summaries/%s has its id: %s", k, val)
+			}
+			s, err := decodeStoredSummary(k, val)
+			if err != nil {
+				return err
+			}
+			whole, err := json.Marshal(s)
+			ks, vs = append(ks, append([]byte(nil), k...)), append(vs, whole)
+			return err
+		}); err != nil {
+			return err
+		}
+		for i := range ks {
+			if err := b.Put(ks[i], vs[i]); err != nil {
+				return err
+			}
+		}
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 5)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store migrated from format 5 holds exactly what the same writes give
+// in format 6 (summaries without their id and derived address), and reads
+// the same; a reader reads the format-5 store as it is.
+func TestMigrateV5EqualsWrittenNew(t *testing.T) {
+	fresh, old := t.TempDir(), t.TempDir()
+	attempts := writeAttempts(t, fresh, old)
+	importAttempt(t, fresh, old)
+	writeV5(t, old)
+	n := 0
+	for k, v := range dump(t, old) {
+		if strings.HasPrefix(k, "summaries/") {
+			if !strings.HasPrefix(v, `{"id":"`+strings.TrimPrefix(k, "summaries/")+`","a":"`) {
+				t.Fatalf("%s in the format-5 store: %s", k, v)
+			}
+			n++
+		}
+	}
+	if n != len(attempts)+1 {
+		t.Fatalf("the format-5 store has %d summaries, want %d", n, len(attempts)+1)
+	}
+	want := currents(t, fresh)
+	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read from format 5:\n%v\nwant\n%v", got, want)
+	}
+	r, err := Open(old, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
+		t.Errorf("Check of the format-5 store: %+v, %v", rep, err)
+	}
+	checkMigrated(t, old, fresh, attempts)
+	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("read after the upgrade:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// writeV4 turns the store at dir (format 6) into what format 4 wrote:
+// writeV5's summaries, and every value of the current and imported
+// indexes as its JSON.
 func writeV4(t *testing.T, dir string) {
 	t.Helper()
+	writeV5(t, dir)
 	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -470,8 +547,8 @@ func currents(t *testing.T, dir string) map[string]string {
 }
 
 // A store migrated from format 4 holds exactly what the same writes give
-// in format 5 (binary current values), and reads the same; a reader reads
-// the format-4 store as it is.
+// in the current format (binary current values), and reads the same; a
+// reader reads the format-4 store as it is.
 func TestMigrateV4EqualsWrittenNew(t *testing.T) {
 	fresh, old := t.TempDir(), t.TempDir()
 	attempts := writeAttempts(t, fresh, old)

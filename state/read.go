@@ -114,7 +114,9 @@ func (v *View) checkFormat() error {
 // format 4 only compresses the values format 3 stored as JSON, and a value
 // that is not compressed reads as format 3 wrote it (codec.go); format 5
 // only stores Current values in binary, and decodeCurrent reads the JSON
-// of the formats before (current.go).
+// of the formats before (current.go); format 6 only leaves out of a
+// summary what decodeStoredSummary finds in its key and parts, and reads
+// the whole JSON of the formats before.
 const oldestReadAsIs = 3
 
 func errOlderFormat(path string, version uint64) error {

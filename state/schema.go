@@ -21,7 +21,7 @@ import (
 
 // FormatVersion is the state.db format this hemra writes. Open refuses a
 // newer one; a writer migrates an older one in one transaction.
-const FormatVersion = 5
+const FormatVersion = 6
 
 var (
 	// bucketMeta holds keyFormatVersion, keyLineage and keySerial.
@@ -50,6 +50,8 @@ var (
 	bucketOpen = []byte("open")
 	// bucketSummaries maps an attempt id to its Summary JSON (v2): the
 	// compact form the results model reads for every attempt of a listing.
+	// From format 6 without the id and the address its parts make
+	// (encodeSummary).
 	bucketSummaries = []byte("summaries")
 	// bucketImported maps the address of an imported attempt
 	// (import/<job>/<agent>/<task>#n) to its Current (v2; stored as in
@@ -106,6 +108,7 @@ var migrations = map[int]func(tx *bolt.Tx) error{
 	2: migrateV2,
 	3: migrateV3,
 	4: migrateV4,
+	5: migrateV5,
 }
 
 // migrateV0 upgrades the prototype format (attempts, history and runs only)
@@ -218,7 +221,7 @@ func migrateV3(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	pack := func(v []byte) []byte {
+	pack := func(_, v []byte) []byte {
 		if packed(v) {
 			return bytes.Clone(v)
 		}
@@ -243,7 +246,7 @@ func migrateV4(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	rewrite := func(v []byte) []byte {
+	rewrite := func(_, v []byte) []byte {
 		c, err := decodeCurrent(v)
 		if err != nil {
 			return bytes.Clone(v)
@@ -259,10 +262,37 @@ func migrateV4(tx *bolt.Tx) error {
 	return nil
 }
 
+// migrateV5 upgrades v5 to v6 by rewriting every summary without its id
+// and the address its parts make (encodeSummary); it reads back as the
+// same Summary. A summary that does not decode is kept as it is, for
+// state check to report. The bucket is rebuilt, as in migrateV3.
+func migrateV5(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	rewrite := func(k, v []byte) []byte {
+		s, err := decodeStoredSummary(k, v)
+		if err != nil {
+			return bytes.Clone(v)
+		}
+		enc, err := encodeSummary(s)
+		if err != nil {
+			return bytes.Clone(v)
+		}
+		return enc
+	}
+	if err := repackBucket(tx, bucketSummaries, rewrite); err != nil {
+		return fmt.Errorf("%s: %w", bucketSummaries, err)
+	}
+	return nil
+}
+
 // repackBucket rewrites a bucket with every value replaced by what pack
-// returns for it (a new slice: the old one is state.db's memory), through
-// a temporary bucket, with its pages filled.
-func repackBucket(tx *bolt.Tx, name []byte, pack func(v []byte) []byte) error {
+// returns for it and its key (a new slice: the old one is state.db's
+// memory), through a temporary bucket, with its pages filled.
+func repackBucket(tx *bolt.Tx, name []byte, pack func(k, v []byte) []byte) error {
 	tmpName := []byte("migrate:" + string(name))
 	tmp, err := tx.CreateBucket(tmpName)
 	if err != nil {
@@ -270,7 +300,7 @@ func repackBucket(tx *bolt.Tx, name []byte, pack func(v []byte) []byte) error {
 	}
 	tmp.FillPercent = 1
 	err = tx.Bucket(name).ForEach(func(k, v []byte) error {
-		return tmp.Put(k, pack(v))
+		return tmp.Put(k, pack(k, v))
 	})
 	if err != nil {
 		return err

@@ -20,9 +20,14 @@ import (
 // derived from the Attempt on every write (summaryOf), so it never
 // disagrees with the record; `hemra show` over 100,000 attempts decodes
 // 100,000 of these instead of 100,000 manifests.
+//
+// From format 6 the stored JSON (encodeSummary) leaves out the id, which
+// is its key, and the address when it is eval/harness/task#repetition;
+// decodeStoredSummary puts them back. Neither is ever empty, so a missing
+// one is one left out.
 type Summary struct {
-	ID         string             `json:"id"`
-	Address    string             `json:"a"`
+	ID         string             `json:"id,omitempty"`
+	Address    string             `json:"a,omitempty"`
 	RunID      string             `json:"r,omitempty"`
 	Eval       string             `json:"e"`
 	Harness    string             `json:"h"`
@@ -132,8 +137,45 @@ func judgeSummaryOf(j JudgeScore) JudgeSummary {
 	return js
 }
 
+// encodeSummary is the stored form of a Summary (format 6): its JSON
+// without the id (the key) and, when it is the one its parts make, the
+// address.
+func encodeSummary(s Summary) ([]byte, error) {
+	s.ID = ""
+	if s.Address == summaryAddress(&s) {
+		s.Address = ""
+	}
+	return json.Marshal(s)
+}
+
+// summaryAddress is the address eval/harness/task#repetition, as the
+// planner makes it.
+func summaryAddress(s *Summary) string {
+	return s.Eval + "/" + s.Harness + "/" + s.Task + "#" + strconv.Itoa(s.Repetition)
+}
+
+// decodeStoredSummary decodes the summary stored under id: what
+// encodeSummary writes, or the whole JSON of formats 2 to 5.
+func decodeStoredSummary(id, val []byte) (Summary, error) {
+	s, err := decodeSummary(val)
+	if err != nil {
+		return s, err
+	}
+	switch {
+	case s.ID == "" && s.Address == "":
+		// One allocation for both.
+		both := string(id) + summaryAddress(&s)
+		s.ID, s.Address = both[:len(id)], both[len(id):]
+	case s.ID == "":
+		s.ID = string(id)
+	case s.Address == "":
+		s.Address = summaryAddress(&s)
+	}
+	return s, nil
+}
+
 func putSummary(tx *bolt.Tx, a *Attempt) error {
-	enc, err := json.Marshal(summaryOf(a))
+	enc, err := encodeSummary(summaryOf(a))
 	if err != nil {
 		return fmt.Errorf("summary of attempt %s: %w", a.ID, err)
 	}
@@ -167,7 +209,7 @@ func (v *View) Summary(id string) (Summary, bool, error) {
 	if val == nil {
 		return Summary{}, false, nil
 	}
-	s, err := decodeSummary(val)
+	s, err := decodeStoredSummary([]byte(id), val)
 	if err != nil {
 		return Summary{}, false, fmt.Errorf("summary %q: %w", id, err)
 	}
@@ -413,7 +455,7 @@ func (l *summaryLookup) get(b *bolt.Bucket, id []byte) (Summary, error) {
 	if val == nil {
 		return Summary{}, fmt.Errorf("summary of attempt %q: %w", id, ErrNotFound)
 	}
-	s, err := decodeSummary(val)
+	s, err := decodeStoredSummary(id, val)
 	if err != nil {
 		return s, fmt.Errorf("summary of attempt %q: %w", id, err)
 	}

@@ -67,3 +67,41 @@ func TestDecodeSummaryAgreesWithJSON(t *testing.T) {
 		}
 	}
 }
+
+// A summary reads back from its stored form (format 6: no id, and no
+// address when its parts make it) exactly as it was, and from the whole
+// JSON of formats 2 to 5 the same.
+func TestStoredSummaryRoundTrips(t *testing.T) {
+	at := &Summary{Eval: "e", Harness: "h", Task: "t", Repetition: 2, Status: StatusFinished}
+	cases := []struct {
+		s       Summary
+		derived bool // the address is left out
+	}{
+		{Summary{Address: "e/h/t#2", Eval: "e", Harness: "h", Task: "t", Repetition: 2, Status: StatusFinished, Class: ClassPassed}, true},
+		{Summary{Address: "import/j/oracle/hello#1", Eval: "import/j", Harness: "oracle", Task: "hello", Repetition: 1, Imported: true}, true},
+		{Summary{Address: "e/h/t#0", Eval: "e", Harness: "h", Task: "t"}, true},
+		{Summary{Address: "e/h/t#02", Eval: "e", Harness: "h", Task: "t", Repetition: 2}, false},
+		{Summary{Address: "e/h/t", Eval: "e", Harness: "h", Task: "t"}, false},
+		{Summary{Address: "x", Eval: "", Harness: "", Task: ""}, false},
+		{Summary{Address: summaryAddress(at) + " ", Eval: "e", Harness: "h", Task: "t", Repetition: 2}, false},
+		{Summary{Address: "ünï/c/ode#3", Eval: "ünï", Harness: "c", Task: "ode", Repetition: 3, Error: `quote " \ back`}, true},
+	}
+	for _, c := range cases {
+		c.s.ID = NewID()
+		enc, err := encodeSummary(c.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(enc, []byte(`"id":`)) || bytes.Contains(enc, []byte(`"a":`)) == c.derived {
+			t.Errorf("%+v is stored as %s", c.s, enc)
+		}
+		got, err := decodeStoredSummary([]byte(c.s.ID), enc)
+		if err != nil || !reflect.DeepEqual(got, c.s) {
+			t.Errorf("decodeStoredSummary(%s) = %+v, %v; want %+v", enc, got, err, c.s)
+		}
+		whole, _ := json.Marshal(c.s)
+		if got, err := decodeStoredSummary([]byte("other"), whole); err != nil || !reflect.DeepEqual(got, c.s) {
+			t.Errorf("decodeStoredSummary(%s) = %+v, %v; want %+v", whole, got, err, c.s)
+		}
+	}
+}
