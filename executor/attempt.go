@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -412,8 +413,12 @@ func stopInstance(ctx context.Context, inst sandbox.Instance) error {
 }
 
 // prepareWorkspace creates the attempt's host workspace (the local
-// provider's instance lives in it; others use it as scratch).
+// provider's instance lives in it; others use it as scratch): on the
+// local sandbox from a spare (spareWork) when there is one.
 func (a *attemptRun) prepareWorkspace() error {
+	if a.j.settings.Kind == config.KindLocal && a.e.spares.take(a.ws) {
+		return nil
+	}
 	if err := os.MkdirAll(a.ws, 0o700); err != nil {
 		return infraErr("preparing the workspace: %v", err)
 	}

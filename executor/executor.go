@@ -239,6 +239,7 @@ type executor struct {
 	recorders
 	results  chan AttemptReport
 	releases chan supersededRelease // to releaser
+	spares   spareWork              // emptied local work folders
 }
 
 // job is one planned attempt with what it needs resolved up front.
@@ -530,6 +531,7 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 	for r := range e.results {
 		report.Attempts = append(report.Attempts, r)
 	}
+	e.spares.drain()
 	report.Interrupted = ctx.Err() != nil
 	report.FinishedAt = time.Now().UTC()
 	status := "finished"

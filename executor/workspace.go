@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hemra-dev/hemra/config"
 	"github.com/hemra-dev/hemra/sandbox/local"
 	"github.com/hemra-dev/hemra/state"
 )
@@ -11,7 +12,8 @@ import (
 // tidyWorkspace runs once an attempt's outcome is durable. An attempt
 // that ended with a result (passed, task_failure, agent_timeout,
 // unscored) has every output stored (the record, the blobs of its logs,
-// artifacts and command output, the event log): its work folder goes,
+// artifacts and command output, the event log): its work folder goes (on
+// the local sandbox emptied and kept for a later attempt, spareWork),
 // all but its own local snapshot (snapshot/, which a later re-verify
 // restores from; an empty one is no folder at all, see
 // local.EmptySnapshot). An attempt that ended in an error, or every
@@ -31,7 +33,9 @@ func (a *attemptRun) tidyWorkspace(out *state.Outcome) {
 		keep = keep || st.Snapshot == own
 	}
 	if !keep {
-		_ = os.RemoveAll(a.ws)
+		if a.j.settings.Kind != config.KindLocal || !a.e.spares.put(a.ws) {
+			_ = os.RemoveAll(a.ws)
+		}
 		return
 	}
 	root, err := os.OpenRoot(a.ws)

@@ -221,3 +221,73 @@ eval "e" {
 	}
 	check(rep, true, false)
 }
+
+// The work folders of recorded local attempts are emptied and reused by
+// the attempts after them (fewer folders made and removed per attempt):
+// every attempt still starts with empty folders, whatever the one before
+// left or changed in them, and none is left once the apply ends.
+func TestRecycledWorkFoldersStartEmpty(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"main.hcl": `sandbox "local" {
+  kind = "local"
+}
+harness "oracle" {
+  builtin = "oracle"
+  sandbox = sandbox.local
+}
+dataset "d" {
+  source = "./tasks"
+}
+eval "e" {
+  dataset   = dataset.d
+  harnesses = [harness.oracle]
+  attempts  = 6
+}
+`,
+		// Verified in the agent's own environment: no snapshot folder, so
+		// the work folder goes once recorded.
+		"tasks/t/task.toml":      "[verifier]\nenvironment_mode = \"shared\"\n",
+		"tasks/t/instruction.md": "Leave things behind.\n",
+		"tasks/t/solution/solve.sh": `#!/bin/sh
+set -e
+# Whatever an earlier attempt left must not be here.
+for d in "$HEMRA_WORKDIR" "$HEMRA_AGENT_LOGS" "$HEMRA_VERIFIER_LOGS" "$HEMRA_ARTIFACTS_DIR"; do
+  if [ -n "$(ls -A "$d")" ]; then echo "left in $d: $(ls -A "$d")" >&2; exit 3; fi
+done
+test ! -e "$HEMRA_WORKDIR/../tests/extra.txt"
+# Longer than a batch of the store's writes waits: the attempts before
+# this one are recorded, their folders spare.
+sleep 0.3
+echo hello > "$HEMRA_WORKDIR/hello.txt"
+mkdir -p "$HEMRA_WORKDIR/sub/deeper" && echo x > "$HEMRA_WORKDIR/sub/deeper/x"
+echo log > "$HEMRA_AGENT_LOGS/agent.txt"
+echo art > "$HEMRA_ARTIFACTS_DIR/out.txt"
+mkdir -p "$HEMRA_WORKDIR/../extra" && echo x > "$HEMRA_WORKDIR/../extra/x"
+# Every other attempt changes a folder's mode: its folder is not reused.
+if [ -e "$HEMRA_WORKDIR/../../odd" ]; then rm "$HEMRA_WORKDIR/../../odd"; chmod 0700 "$HEMRA_AGENT_LOGS"; else touch "$HEMRA_WORKDIR/../../odd"; fi
+`,
+		// solve.sh exited 0 (the oracle keeps a failure's exit code in
+		// logs/agent/exit-code.txt).
+		"tasks/t/tests/test.sh": "#!/bin/sh\necho extra > \"$HEMRA_TESTS_DIR/extra.txt\"\ntest ! -e \"$HEMRA_AGENT_LOGS/exit-code.txt\" && grep -q hello \"$HEMRA_WORKDIR/hello.txt\" && echo 1 > \"$HEMRA_VERIFIER_LOGS/reward.txt\" || echo 0 > \"$HEMRA_VERIFIER_LOGS/reward.txt\"\n",
+	})
+	e := newEnv(t, dir)
+	rep, _ := e.apply(context.Background(), 1)
+	if len(rep.Attempts) != 6 {
+		t.Fatalf("%d attempts, want 6", len(rep.Attempts))
+	}
+	for _, a := range rep.Attempts {
+		if a.Class != state.ClassPassed {
+			t.Errorf("%s: %s %s", a.Address, a.Class, a.Error)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(e.store, "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if en.Name() != "odd" {
+			t.Errorf("work/%s is left after the apply", en.Name())
+		}
+	}
+}

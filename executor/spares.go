@@ -1,0 +1,177 @@
+package executor
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/hemra-dev/hemra/sandbox/local"
+)
+
+// spareWork keeps the emptied folders of removed local work folders for
+// the attempts that follow: a nop attempt on the local sandbox made and
+// removed its work folder's six folders (the workspace, app/, logs/,
+// logs/agent/, logs/verifier/, artifacts/) every time, and on ext4 a mkdir
+// and an rmdir cost more of hemra's CPU than the rest of the attempt's
+// file work. A spare is a recorded attempt's work folder with everything
+// but those folders removed, each still a plain folder with the mode the
+// local sandbox gives a new one, renamed aside; the next local attempt's
+// work folder is a spare renamed to its name, which the local sandbox's
+// Start finds as it would have made it. Anything else (a folder the agent
+// changed the mode of, replaced by a link, or could not be emptied) is
+// removed as before. The spares left when the apply ends are removed.
+type spareWork struct {
+	mu     sync.Mutex
+	spares []string
+	made   int
+	// mask is what the process's umask leaves of 0o777, and the other
+	// mode bits of a new folder (umaskMask; 0: not known yet; noMask:
+	// recycling is off).
+	mask fs.FileMode
+}
+
+// maxSpares bounds the spares kept: attempts recorded in one batch hand
+// theirs back together.
+const maxSpares = 32
+
+const noMask fs.FileMode = 1 << 31
+
+// skeleton is what a spare keeps, parents first, with the mode each is
+// made with (the workspace by prepareWorkspace, the rest by local.Start).
+var skeleton = []struct {
+	name string
+	perm fs.FileMode
+}{
+	{".", 0o700},
+	{local.AppDir, 0o755},
+	{"logs", 0o755},
+	{local.AgentLogsDir, 0o755},
+	{local.VerifierLogsDir, 0o755},
+	{local.ArtifactsDir, 0o755},
+}
+
+func inSkeleton(name string) bool {
+	for _, s := range skeleton {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// take makes ws (a work folder that does not exist) from a spare, or
+// reports false.
+func (w *spareWork) take(ws string) bool {
+	w.mu.Lock()
+	n := len(w.spares)
+	if n == 0 {
+		w.mu.Unlock()
+		return false
+	}
+	spare := w.spares[n-1]
+	w.spares = w.spares[:n-1]
+	w.mu.Unlock()
+	if err := os.Rename(spare, ws); err != nil {
+		_ = os.RemoveAll(spare)
+		return false
+	}
+	return true
+}
+
+// put empties ws to its skeleton and keeps it as a spare, or reports
+// false (ws is left for the caller to remove).
+func (w *spareWork) put(ws string) bool {
+	mask := w.umaskMask(filepath.Dir(ws))
+	if mask == noMask {
+		return false
+	}
+	w.mu.Lock()
+	full := len(w.spares) >= maxSpares
+	w.made++
+	spare := filepath.Join(filepath.Dir(ws), ".spare-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(w.made))
+	w.mu.Unlock()
+	if full || !scrub(ws, mask) {
+		return false
+	}
+	if err := os.Rename(ws, spare); err != nil {
+		return false
+	}
+	w.mu.Lock()
+	w.spares = append(w.spares, spare)
+	w.mu.Unlock()
+	return true
+}
+
+// drain removes the spares.
+func (w *spareWork) drain() {
+	w.mu.Lock()
+	spares := w.spares
+	w.spares = nil
+	w.mu.Unlock()
+	for _, s := range spares {
+		_ = os.RemoveAll(s)
+	}
+}
+
+// umaskMask is what the umask leaves of 0o777, with the mode bits a new
+// folder in dir gets beside them (setgid, inherited from a setgid dir),
+// learnt once from a folder made there: reading the umask would change it
+// for every goroutine.
+func (w *spareWork) umaskMask(dir string) fs.FileMode {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mask != 0 {
+		return w.mask
+	}
+	w.mask = noMask
+	probe := filepath.Join(dir, ".umask-"+strconv.Itoa(os.Getpid()))
+	_ = os.Remove(probe)
+	if err := os.Mkdir(probe, 0o777); err != nil {
+		return w.mask
+	}
+	defer os.Remove(probe)
+	if fi, err := os.Lstat(probe); err == nil && fi.IsDir() && fi.Mode().Perm() != 0 {
+		w.mask = fi.Mode() &^ fs.ModeDir
+	}
+	return w.mask
+}
+
+// scrub removes from ws all but its skeleton, and reports whether each
+// folder of the skeleton is there, a plain folder with the mode a new one
+// gets. It works inside ws only (an os.Root; no link followed out).
+func scrub(ws string, mask fs.FileMode) bool {
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	for _, s := range skeleton {
+		f, err := root.OpenFile(s.name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return false
+		}
+		fi, err := f.Stat()
+		if err != nil || fi.Mode() != fs.ModeDir|mask&^fs.ModePerm|s.perm&mask {
+			f.Close()
+			return false
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return false
+		}
+		for _, n := range names {
+			child := filepath.Join(s.name, n)
+			if inSkeleton(child) {
+				continue
+			}
+			if err := root.RemoveAll(child); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
