@@ -149,13 +149,14 @@ func scrub(ws string, mask fs.FileMode) bool {
 	}
 	defer root.Close()
 	for _, s := range skeleton {
-		f, err := root.OpenFile(s.name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
+		// Lstat: an os.Root follows a link that stays inside it, even
+		// with O_NOFOLLOW.
+		fi, err := root.Lstat(s.name)
+		if err != nil || fi.Mode() != fs.ModeDir|mask&^fs.ModePerm|s.perm&mask {
 			return false
 		}
-		fi, err := f.Stat()
-		if err != nil || fi.Mode() != fs.ModeDir|mask&^fs.ModePerm|s.perm&mask {
-			f.Close()
+		f, err := root.OpenFile(s.name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
 			return false
 		}
 		names, err := f.Readdirnames(-1)
