@@ -13,7 +13,7 @@ func TestPackValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range append([][]byte{rec}, groups[0].data, groups[len(groups)-1].data) {
+	for _, v := range append([][]byte{rec}, packValue(groups[0].json), packValue(groups[len(groups)-1].json)) {
 		if !packed(v) {
 			t.Fatalf("stored value %q is not compressed", v)
 		}

@@ -272,12 +272,14 @@ type storedAttempt struct {
 // group is a group to store beside a record.
 type group struct {
 	id   string
-	data []byte // as stored (packValue)
+	json []byte // its JSON, packed (packValue) only when the store lacks it
 }
 
-// encodeRecord encodes an attempt as its record and the groups the record
-// references (to be stored with putGroups), both in their stored form
-// (packValue).
+// encodeRecord encodes an attempt as its record, in its stored form
+// (packValue), and the groups the record references, as JSON: putGroups
+// packs those the store lacks (most attempts share most of theirs with
+// an earlier one, and a zstd frame costs its encoder's reset to the
+// dictionary).
 func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	m := a.Manifest
 	groups, inline := SplitInputs(m.Inputs)
@@ -301,7 +303,7 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	var out []group
 	for _, g := range groups {
 		sm.InputGroups = append(sm.InputGroups, g.ID)
-		out = append(out, group{g.ID, packValue(appendInputsJSON(nil, g.Inputs))})
+		out = append(out, group{g.ID, appendInputsJSON(nil, g.Inputs)})
 	}
 	ctx, err := json.Marshal(manifestContext{Sandbox: m.Sandbox, Images: m.Images, EnvNames: m.EnvNames})
 	if err != nil {
@@ -309,7 +311,7 @@ func encodeRecord(a *Attempt) ([]byte, []group, error) {
 	}
 	sm.Context = groupID(ctx)
 	sm.Sandbox, sm.Images, sm.EnvNames = SandboxRecord{}, nil, nil
-	out = append(out, group{sm.Context, packValue(ctx)})
+	out = append(out, group{sm.Context, ctx})
 	rec, err := json.Marshal(storedAttempt{Attempt: a, Manifest: sm})
 	if err != nil {
 		return nil, nil, err
@@ -325,7 +327,7 @@ func putGroups(tx *bolt.Tx, groups []group) error {
 		if b.Get([]byte(g.id)) != nil {
 			continue
 		}
-		if err := b.Put([]byte(g.id), g.data); err != nil {
+		if err := b.Put([]byte(g.id), packValue(g.json)); err != nil {
 			return err
 		}
 	}
