@@ -351,6 +351,9 @@ func (l *eventLog) flush() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.w == nil {
+		return os.ErrClosed
+	}
 	return l.w.Flush()
 }
 
