@@ -174,7 +174,11 @@ func (a *attemptRun) harborStages(ctx context.Context) error {
 	if err := t.storeCollected(); err != nil && runErr == nil {
 		runErr = err
 	}
-	_ = os.RemoveAll(t.collected)
+	if a.j.settings.Kind == config.KindLocal {
+		emptyCollected(t.collected)
+	} else {
+		_ = os.RemoveAll(t.collected)
+	}
 	t.conclude(runErr == nil)
 	return runErr
 }
@@ -1009,6 +1013,12 @@ func (t *trial) storeCollected() error {
 	}
 	var logFiles []state.Artifact
 	logs := filepath.Join(t.collected, "logs")
+	// A spare's folders for the verifier logs (spareWork) that no copy
+	// filled are not there for the walk: each would count as an entry.
+	if a.j.settings.Kind == config.KindLocal {
+		_ = os.Remove(filepath.Join(logs, "verifier"))
+		_ = os.Remove(logs)
+	}
 	if _, err := os.Stat(logs); err == nil {
 		files, err := a.collectFiles(logs, a.e.logLimits(), "log")
 		if err != nil {

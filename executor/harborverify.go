@@ -277,7 +277,9 @@ func (t *trial) runTests(ctx context.Context, inst sandbox.Instance, st trialSte
 		return err
 	}
 	dst := filepath.Join(t.collected, "logs", filepath.FromSlash(st.prefix()), "verifier")
-	_ = os.RemoveAll(dst)
+	if !t.spareVerifierLogs(st, dst) {
+		_ = os.RemoveAll(dst)
+	}
 	if err := download(ctx, inst, p.VerifierLogs, dst, a.e.logLimits()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		var qe *sandbox.QuotaError
 		if errors.As(err, &qe) {
@@ -295,6 +297,24 @@ func (t *trial) runTests(ctx context.Context, inst sandbox.Instance, st trialSte
 	}
 	t.reward(dst, st, r.exit, res)
 	return nil
+}
+
+// spareVerifierLogs empties the folder a local single-step attempt's
+// verifier logs are copied to when it is there (a spare's, spareWork) and
+// reports whether it could: a copy into an empty folder is a copy into a
+// new one.
+func (t *trial) spareVerifierLogs(st trialStep, dst string) bool {
+	kind := t.a.j.settings.Kind
+	if st.mode == planner.VerifierSeparate && st.settings != nil {
+		kind = st.settings.Kind
+	}
+	if kind != config.KindLocal || st.prefix() != "" {
+		return false
+	}
+	if _, err := os.Lstat(dst); err != nil {
+		return false
+	}
+	return emptyTo(dst)
 }
 
 func relToTask(dir, p string) string {

@@ -1,9 +1,11 @@
 package executor
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,18 +42,29 @@ const maxSpares = 32
 const noMask fs.FileMode = 1 << 31
 
 // skeleton is what a spare keeps, parents first, with the mode each is
-// made with (the workspace by prepareWorkspace, the rest by local.Start).
+// made with (the workspace by prepareWorkspace, app/ and the logs by
+// local.Start). The folders of collected/ the verifier's logs are copied
+// to (collectedVerifierLogs) are kept when there, emptied by
+// emptyCollected: a spare from an attempt whose verifier ran has them.
 var skeleton = []struct {
-	name string
-	perm fs.FileMode
+	name     string
+	perm     fs.FileMode
+	optional bool // need not be there; 0o700 too (made by the copy out or by hemra)
 }{
-	{".", 0o700},
-	{local.AppDir, 0o755},
-	{"logs", 0o755},
-	{local.AgentLogsDir, 0o755},
-	{local.VerifierLogsDir, 0o755},
-	{local.ArtifactsDir, 0o755},
+	{".", 0o700, false},
+	{local.AppDir, 0o755, false},
+	{"logs", 0o755, false},
+	{local.AgentLogsDir, 0o755, false},
+	{local.VerifierLogsDir, 0o755, false},
+	{local.ArtifactsDir, 0o755, false},
+	{"collected", 0o755, true},
+	{filepath.Join("collected", "logs"), 0o755, true},
+	{collectedVerifierLogs, 0o755, true},
 }
+
+// collectedVerifierLogs is where a single-step attempt's verifier logs
+// are copied out to, in its work folder.
+var collectedVerifierLogs = filepath.Join("collected", "logs", "verifier")
 
 func inSkeleton(name string) bool {
 	for _, s := range skeleton {
@@ -152,7 +165,11 @@ func scrub(ws string, mask fs.FileMode) bool {
 		// Lstat: an os.Root follows a link that stays inside it, even
 		// with O_NOFOLLOW.
 		fi, err := root.Lstat(s.name)
-		if err != nil || fi.Mode() != fs.ModeDir|mask&^fs.ModePerm|s.perm&mask {
+		if s.optional && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		other := mask &^ fs.ModePerm
+		if err != nil || fi.Mode() != fs.ModeDir|other|s.perm&mask && !(s.optional && fi.Mode() == fs.ModeDir|other|0o700&mask) {
 			return false
 		}
 		f, err := root.OpenFile(s.name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
@@ -167,6 +184,58 @@ func scrub(ws string, mask fs.FileMode) bool {
 		for _, n := range names {
 			child := filepath.Join(s.name, n)
 			if inSkeleton(child) {
+				continue
+			}
+			if err := root.RemoveAll(child); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// emptyCollected empties a local attempt's collected/ once what it holds
+// is stored, down to the folders its verifier logs were copied to, for a
+// spare to keep (one mkdir and one rmdir fewer per folder and attempt).
+// Anything it cannot empty goes whole. trimWorkspace removes the empty
+// folders from a work folder that is kept.
+func emptyCollected(dir string) {
+	if !emptyTo(dir, "logs", filepath.Join("logs", "verifier")) {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// emptyTo removes everything in dir but the folders named (parents first,
+// each inside the one before), and reports whether it could.
+func emptyTo(dir string, keep ...string) bool {
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	for _, name := range append([]string{"."}, keep...) {
+		fi, err := root.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return false
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return false
+		}
+		for _, n := range names {
+			child := filepath.Join(name, n)
+			if slices.Contains(keep, child) {
 				continue
 			}
 			if err := root.RemoveAll(child); err != nil {

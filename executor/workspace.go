@@ -100,6 +100,8 @@ func (a *attemptRun) trimWorkspace(out *state.Outcome) {
 		removeEmptyDirs(root, dir)
 	}
 	_ = root.RemoveAll(local.TestsDir)
+	// What emptyCollected left for a spare.
+	removeEmptyDirs(root, "collected")
 	if a.j.settings.Kind == "local" && filepath.IsAbs(out.Snapshot) {
 		if _, err := os.Stat(filepath.Join(out.Snapshot, local.AppDir)); err == nil {
 			_ = root.RemoveAll(local.AppDir)

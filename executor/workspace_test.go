@@ -256,6 +256,7 @@ for d in "$HEMRA_WORKDIR" "$HEMRA_AGENT_LOGS" "$HEMRA_VERIFIER_LOGS" "$HEMRA_ART
   if [ -n "$(ls -A "$d")" ]; then echo "left in $d: $(ls -A "$d")" >&2; exit 3; fi
 done
 test ! -e "$HEMRA_WORKDIR/../tests/extra.txt"
+test -z "$(find "$HEMRA_WORKDIR/../collected/logs" ! -type d 2>/dev/null)"
 # Longer than a batch of the store's writes waits: the attempts before
 # this one are recorded, their folders spare.
 sleep 0.3
