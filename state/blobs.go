@@ -202,17 +202,23 @@ func (s *Store) installBlob(tmp *os.File, sha string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("storing blob %s: %w", sha, err)
 	}
+	// The rename first: its folder (one of 256) is there but for the
+	// first blobs of a store, and a mkdir that finds it costs as much.
 	newDir := false
-	if err := os.Mkdir(filepath.Dir(final), 0o755); err == nil {
-		newDir = true
-	} else if !errors.Is(err, fs.ErrExist) {
-		if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-			os.Remove(tmp.Name())
-			return err
+	err := os.Rename(tmp.Name(), final)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(filepath.Dir(final), 0o755); err == nil {
+			newDir = true
+		} else if !errors.Is(err, fs.ErrExist) {
+			if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+				os.Remove(tmp.Name())
+				return err
+			}
+			newDir = true
 		}
-		newDir = true
+		err = os.Rename(tmp.Name(), final)
 	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
+	if err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("storing blob %s: %w", sha, err)
 	}
