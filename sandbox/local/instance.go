@@ -144,6 +144,9 @@ func (in *instance) UploadExecutable(ctx context.Context, hostPath, path string,
 		if err != nil || !st.Mode().IsRegular() {
 			continue // left out by the copy (a symlink) or never there
 		}
+		if st.Mode().Perm()&0o111 == 0o111 {
+			continue // copied executable already (a task's test.sh)
+		}
 		if err := in.root.Chmod(name, st.Mode().Perm()|0o111); err != nil {
 			return fmt.Errorf("local sandbox: chmod +x %s: %w", e, err)
 		}
