@@ -69,6 +69,12 @@ type Store struct {
 	blobFiles []string
 	blobDirs  map[string]struct{}
 	marked    bool
+
+	// foundSize and foundFormat are state.db's size and format as the
+	// writer found them when it opened the store, before any upgrade
+	// (Compact reports them).
+	foundSize   int64
+	foundFormat int
 }
 
 // DBOpens is how many times this Store has opened state.db: one per read
@@ -326,6 +332,7 @@ func (s *Store) initDB() error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	s.foundSize = size
 	if !exists || size == 0 {
 		if err := s.lostState(!exists); err != nil {
 			return err
@@ -401,6 +408,7 @@ func (s *Store) upgrade(db *bolt.DB) error {
 		version = v
 		return err
 	})
+	s.foundFormat = int(version)
 	if errors.Is(err, ErrDamaged) {
 		return err
 	}

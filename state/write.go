@@ -266,20 +266,24 @@ func (s *Store) closeBatchDB() {
 // 0.9 left 87%), history 49% → 94%. The groups' keys are hashes, in no
 // order: no fill helps them.
 func fillPages(tx *bolt.Tx) {
-	for _, f := range []struct {
-		name []byte
-		fill float64
-	}{
-		{bucketAttempts, 0.9},
-		{bucketSummaries, 0.75},
-		{bucketCurrent, 0.95},
-		{bucketHistory, 0.95},
-		{bucketRunAttempts, 0.95},
-	} {
+	for _, f := range pageFills {
 		if b := tx.Bucket(f.name); b != nil {
 			b.FillPercent = f.fill
 		}
 	}
+}
+
+// pageFills are fillPages' buckets and how full each lets a page get
+// before it splits; Compact packs them the same way.
+var pageFills = []struct {
+	name []byte
+	fill float64
+}{
+	{bucketAttempts, 0.9},
+	{bucketSummaries, 0.75},
+	{bucketCurrent, 0.95},
+	{bucketHistory, 0.95},
+	{bucketRunAttempts, 0.95},
 }
 
 // AddAttempt records a new attempt, which becomes its address's current

@@ -66,7 +66,7 @@ func crashed(code int, out string) bool {
 // runs anything on a damaged file.
 func TestDamagedStateNoCommandCrashes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs about 300 hemra processes")
+		t.Skip("runs about 350 hemra processes")
 	}
 	dir := appliedQuickstart(t)
 	good, err := os.ReadFile(filepath.Join(dir, ".hemra", "state.db"))
@@ -105,7 +105,7 @@ func TestDamagedStateNoCommandCrashes(t *testing.T) {
 
 	// state check first: a byte flipped inside a record's JSON is not
 	// something bbolt can see, so apply may act on what it then reads.
-	commands := [][]string{{"state", "check"}, {"show"}, {"plan"}, {"state", "list"}, {"runs"}, {"apply", "-auto-approve"}}
+	commands := [][]string{{"state", "check"}, {"show"}, {"plan"}, {"state", "list"}, {"runs"}, {"apply", "-auto-approve"}, {"state", "compact"}}
 	store := filepath.Join(dir, ".hemra")
 	pristine := filepath.Join(t.TempDir(), "store")
 	copyTree(t, store, pristine)

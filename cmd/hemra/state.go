@@ -1,8 +1,9 @@
 package main
 
 // Output rules for `hemra state`:
-//   - every subcommand is a reader: it works while an apply runs and never
-//     creates the store;
+//   - every subcommand but compact is a reader: it works while an apply
+//     runs and never creates the store; compact is a writer, refused while
+//     an apply holds the lock, and never creates the store either;
 //   - results go to stdout, hints ("no state yet") to stderr, so that
 //     `hemra state list | ...` only ever sees addresses;
 //   - -json prints one indented JSON document with a format_version;
@@ -31,9 +32,10 @@ const stateJSONVersion = 1
 
 // StateCmd groups `hemra state` subcommands.
 type StateCmd struct {
-	List  StateListCmd  `cmd:"" help:"List attempt addresses in the state, optionally matching a glob."`
-	Show  StateShowCmd  `cmd:"" help:"Show one attempt's record and manifest."`
-	Check StateCheckCmd `cmd:"" help:"Check the store for inconsistencies and orphan blobs."`
+	List    StateListCmd    `cmd:"" help:"List attempt addresses in the state, optionally matching a glob."`
+	Show    StateShowCmd    `cmd:"" help:"Show one attempt's record and manifest."`
+	Check   StateCheckCmd   `cmd:"" help:"Check the store for inconsistencies and orphan blobs."`
+	Compact StateCompactCmd `cmd:"" help:"Rewrite state.db into a fresh, densely packed file (bbolt never shrinks it)."`
 }
 
 // StateListCmd is `hemra state list`.
@@ -514,4 +516,61 @@ func (c *StateCheckCmd) Run(g *Globals) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// StateCompactCmd is `hemra state compact`.
+type StateCompactCmd struct {
+	JSON        bool          `name:"json" help:"Print JSON."`
+	LockTimeout time.Duration `name:"lock-timeout" default:"0s" placeholder:"DURATION" help:"Wait this long for another hemra writing the store (0: refuse at once)."`
+}
+
+func (c *StateCompactCmd) Help() string {
+	return `bbolt never gives space back to the file system: the pages an upgrade of
+the state's format rewrote, and those applies freed, stay in state.db. compact
+writes the state into a fresh, densely packed file beside state.db, syncs it,
+checks it (bbolt's consistency check, then every key and value against
+state.db's) and renames it over state.db. The records, lineage and serial are
+unchanged; state.db.backup is rewritten from the compacted file. On any error
+state.db is left as it was.
+
+It is a writer: it takes the store's writer lock as apply does, and is refused
+while an apply holds it. A store in an older format is upgraded first, as
+apply would. It needs free disk space for a copy of the state.
+
+Examples:
+
+  hemra state compact
+  hemra state compact -json`
+}
+
+// stateCompactJSON is the -json document of `hemra state compact`.
+type stateCompactJSON struct {
+	FormatVersion int                  `json:"format_version"`
+	Compact       *state.CompactReport `json:"compact"`
+}
+
+func (c *StateCompactCmd) Run(g *Globals) error {
+	rep, err := state.Compact(g.StorePath(), state.Options{LockTimeout: c.LockTimeout, Command: "hemra state compact"})
+	if rep == nil {
+		var locked *state.ErrLocked
+		if errors.As(err, &locked) {
+			return fmt.Errorf("%v\nAnother hemra is writing this store. Wait for it, or pass -lock-timeout=5m to wait up to that long", err)
+		}
+		return err
+	}
+	if c.JSON {
+		if jerr := writeJSON(g.Stdout, stateCompactJSON{FormatVersion: stateJSONVersion, Compact: rep}); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	if rep.FormatBefore != rep.FormatAfter {
+		fmt.Fprintf(g.Stdout, "Upgraded state.db from format %d to %d: %s → %s.\n",
+			rep.FormatBefore, rep.FormatAfter, formatBytes(rep.BytesBefore), formatBytes(rep.BytesUpgraded))
+	}
+	fmt.Fprintf(g.Stdout, "state.db: %s → %s (the store's records unchanged).\n", formatBytes(rep.BytesUpgraded), formatBytes(rep.BytesAfter))
+	if rep.Backup != "" {
+		fmt.Fprintf(g.Stdout, "%s rewritten from the compacted state.db.\n", filepath.Base(rep.Backup))
+	}
+	return err
 }
