@@ -269,3 +269,44 @@ func leftovers(t *testing.T, dir string) {
 		t.Errorf("left behind: %v", m)
 	}
 }
+
+// Readers go on reading while Compact runs: the old file until the
+// rename, the compacted one after, never an error.
+func TestCompactWhileReading(t *testing.T) {
+	dir := compactable(t)
+	r, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	reads := 0
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a, err := r.CurrentAttempt("import/j/oracle/hello#1")
+			if err != nil || a.Origin == nil {
+				errs <- fmt.Errorf("read %d: %v, %v", reads, a, err)
+				return
+			}
+			reads++
+		}
+	}()
+	for range 5 {
+		if _, err := Compact(dir, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Error(err)
+	}
+	if reads == 0 {
+		t.Error("no read ran during the compactions")
+	}
+}
