@@ -165,11 +165,25 @@ func (s *Store) compact() (*CompactReport, error) {
 	if err := step("rename"); err != nil {
 		return nil, err
 	}
+	// The rename is made holding the old file's exclusive lock: a reader
+	// inside a transaction on it finishes first, and one that locks it
+	// after sees that state.db is another file now and opens that
+	// (openDBFile).
+	old, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("compacting the state (%s is unchanged): %w", path, err)
+	}
+	defer old.Close()
+	if err := s.lockDB(old, true, s.opts.BusyTimeout); err != nil {
+		return nil, s.openErrBusy(err)
+	}
 	if err := os.Rename(tmpPath, path); err != nil {
 		return nil, fmt.Errorf("compacting the state (%s is unchanged): %w", path, err)
 	}
 	renamed = true
-	if err := syncDir(s.dir); err != nil {
+	err = syncDir(s.dir)
+	old.Close() // lets go of the lock
+	if err != nil {
 		return nil, fmt.Errorf("compacting the state: syncing %s: %w", s.dir, err)
 	}
 	if st, err := os.Stat(path); err == nil {
@@ -199,6 +213,15 @@ func (s *Store) compact() (*CompactReport, error) {
 		return rep, fmt.Errorf("state.db is compacted, but rewriting its backup failed (the old backup holds the same records): %w", err)
 	}
 	return rep, nil
+}
+
+// openErrBusy is the error for a lock on state.db not taken in time.
+func (s *Store) openErrBusy(err error) error {
+	if errors.Is(err, errBusy) {
+		return fmt.Errorf("compacting the state (%s is unchanged): %s is busy: another process has held it for more than %s",
+			filepath.Join(s.dir, dbFile), filepath.Join(s.dir, dbFile), s.opts.BusyTimeout)
+	}
+	return fmt.Errorf("compacting the state (%s is unchanged): %w", filepath.Join(s.dir, dbFile), err)
 }
 
 func step(name string) error {

@@ -268,22 +268,42 @@ func (s *Store) openDBFile(write bool) (*bolt.DB, *os.File, error) {
 			ReadOnly: !write,
 			Timeout:  timeout,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-				f, err := os.OpenFile(name, flag, perm)
-				if err != nil {
-					return nil, err
+				for try := 0; ; try++ {
+					f, err := os.OpenFile(name, flag, perm)
+					if err != nil {
+						return nil, err
+					}
+					if err := s.lockDB(f, write, timeout); err != nil {
+						f.Close()
+						return nil, err
+					}
+					// Compact renames its copy over state.db holding the
+					// old file's exclusive lock: a file locked after that
+					// is no longer state.db, and what this transaction
+					// reads of the path (its size) would be the new one's.
+					if try < 100 && replaced(f, name) {
+						f.Close()
+						continue
+					}
+					file = f
+					return f, nil
 				}
-				if err := s.lockDB(f, write, timeout); err != nil {
-					f.Close()
-					return nil, err
-				}
-				file = f
-				return f, nil
 			},
 		})
 		return err
 	})
 	db, err = s.openErr(db, err)
 	return db, file, err
+}
+
+// replaced says whether path now names another file than f.
+func replaced(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pi, err := os.Stat(path)
+	return err == nil && !os.SameFile(fi, pi)
 }
 
 // openErr turns what bbolt.Open returned into the error a caller reports.
