@@ -29,7 +29,8 @@ const maxPendingRecords = 256
 // but for the writes of an attempt still running once recordLinger is out
 // (state.Store.WriteNow). A plan made while the apply runs sees the
 // attempts it is running recordLinger late at most, and the ones that
-// ended recordLinger + batchWait late at most.
+// ended recordLinger + batchWait late at most, each plus the time its
+// commit takes (its fsyncs: seconds on a disk busy with other writes).
 
 // recordLinger is how long an attempt's write waits for the ones that
 // follow it before it is committed on its own.
