@@ -172,23 +172,8 @@ func scrub(ws string, mask fs.FileMode) bool {
 		if err != nil || fi.Mode() != fs.ModeDir|other|s.perm&mask && !(s.optional && fi.Mode() == fs.ModeDir|other|0o700&mask) {
 			return false
 		}
-		f, err := root.OpenFile(s.name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
+		if !removeChildren(root, s.name, inSkeleton) {
 			return false
-		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return false
-		}
-		for _, n := range names {
-			child := filepath.Join(s.name, n)
-			if inSkeleton(child) {
-				continue
-			}
-			if err := root.RemoveAll(child); err != nil {
-				return false
-			}
 		}
 	}
 	return true
@@ -224,23 +209,33 @@ func emptyTo(dir string, keep ...string) bool {
 		if err != nil || !fi.IsDir() {
 			return false
 		}
-		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-		if err != nil {
+		if !removeChildren(root, name, func(child string) bool { return slices.Contains(keep, child) }) {
 			return false
 		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return false
+	}
+	return true
+}
+
+// removeChildren removes what the folder name in root holds but the
+// entries kept says to keep (by their path in root), and reports whether
+// it could.
+func removeChildren(root *os.Root, name string, kept func(child string) bool) bool {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		child := filepath.Join(name, n)
+		if kept(child) {
+			continue
 		}
-		for _, n := range names {
-			child := filepath.Join(name, n)
-			if slices.Contains(keep, child) {
-				continue
-			}
-			if err := root.RemoveAll(child); err != nil {
-				return false
-			}
+		if err := root.RemoveAll(child); err != nil {
+			return false
 		}
 	}
 	return true
