@@ -308,21 +308,31 @@ func TestMigrateV2EqualsWrittenNew(t *testing.T) {
 func writeV3(t *testing.T, dir string) {
 	t.Helper()
 	writeV4(t, dir)
+	rewriteStore(t, dir, 3, [][]byte{bucketAttempts, bucketGroups}, func(name, k, val []byte) ([]byte, error) {
+		if !packed(val) {
+			return nil, fmt.Errorf("%s/%s: not compressed", name, k)
+		}
+		return unpackValue(val)
+	})
+}
+
+// rewriteStore rewrites every value of the buckets named in the store at
+// dir with what rewrite makes of it, and sets its format: how the tests
+// turn a store written new into one an older format wrote.
+func rewriteStore(t *testing.T, dir string, format uint64, buckets [][]byte, rewrite func(name, k, val []byte) ([]byte, error)) {
+	t.Helper()
 	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketAttempts, bucketGroups} {
+		for _, name := range buckets {
 			b := tx.Bucket(name)
 			var ks, vs [][]byte
 			if err := b.ForEach(func(k, val []byte) error {
-				if !packed(val) {
-					return fmt.Errorf("%s/%s: not compressed", name, k)
-				}
-				plain, err := unpackValue(val)
-				ks, vs = append(ks, append([]byte(nil), k...)), append(vs, plain)
+				v, err := rewrite(name, k, val)
+				ks, vs = append(ks, append([]byte(nil), k...)), append(vs, v)
 				return err
 			}); err != nil {
 				return err
@@ -333,7 +343,7 @@ func writeV3(t *testing.T, dir string) {
 				}
 			}
 		}
-		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 3)
+		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, format)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -373,38 +383,16 @@ func TestMigrateV3EqualsWrittenNew(t *testing.T) {
 // every summary as its whole JSON, with its id and address.
 func writeV5(t *testing.T, dir string) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSummaries)
-		var ks, vs [][]byte
-		if err := b.ForEach(func(k, val []byte) error {
-			if bytes.Contains(val, []byte(`"id":`)) {
-				return fmt.Errorf("summaries/%s has its id: %s", k, val)
-			}
-			s, err := decodeStoredSummary(k, val)
-			if err != nil {
-				return err
-			}
-			whole, err := json.Marshal(s)
-			ks, vs = append(ks, append([]byte(nil), k...)), append(vs, whole)
-			return err
-		}); err != nil {
-			return err
+	rewriteStore(t, dir, 5, [][]byte{bucketSummaries}, func(_, k, val []byte) ([]byte, error) {
+		if bytes.Contains(val, []byte(`"id":`)) {
+			return nil, fmt.Errorf("summaries/%s has its id: %s", k, val)
 		}
-		for i := range ks {
-			if err := b.Put(ks[i], vs[i]); err != nil {
-				return err
-			}
+		s, err := decodeStoredSummary(k, val)
+		if err != nil {
+			return nil, err
 		}
-		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 5)
+		return json.Marshal(s)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A store migrated from format 5 holds exactly what the same writes give
@@ -450,40 +438,16 @@ func TestMigrateV5EqualsWrittenNew(t *testing.T) {
 func writeV4(t *testing.T, dir string) {
 	t.Helper()
 	writeV5(t, dir)
-	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketCurrent, bucketImported} {
-			b := tx.Bucket(name)
-			var ks, vs [][]byte
-			if err := b.ForEach(func(k, val []byte) error {
-				if val[0] != currentTag {
-					return fmt.Errorf("%s/%s: not binary", name, k)
-				}
-				c, err := decodeCurrentBinary(val)
-				if err != nil {
-					return err
-				}
-				js, err := json.Marshal(c)
-				ks, vs = append(ks, append([]byte(nil), k...)), append(vs, js)
-				return err
-			}); err != nil {
-				return err
-			}
-			for i := range ks {
-				if err := b.Put(ks[i], vs[i]); err != nil {
-					return err
-				}
-			}
+	rewriteStore(t, dir, 4, [][]byte{bucketCurrent, bucketImported}, func(name, k, val []byte) ([]byte, error) {
+		if val[0] != currentTag {
+			return nil, fmt.Errorf("%s/%s: not binary", name, k)
 		}
-		return putUint64(tx.Bucket(bucketMeta), keyFormatVersion, 4)
+		c, err := decodeCurrentBinary(val)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(c)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // importAttempt records the same imported attempt in each store.
