@@ -486,6 +486,7 @@ func (e *executor) run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("recording the run: %w", err)
 	}
 	e.emit(Event{Type: EventRunStart, RunID: e.runID, Planned: len(e.work)})
+	removeLeftSpares(filepath.Dir(e.store.WorkDir(e.runID)))
 	e.store.SetBatchWait(batchWait)
 	defer e.store.SetBatchWait(0)
 

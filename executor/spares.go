@@ -118,6 +118,16 @@ func (w *spareWork) put(ws string) bool {
 	return true
 }
 
+// removeLeftSpares removes the spares in the work folder workRoot that an
+// apply killed before its drain left behind. The apply holds the store's
+// writer lock, so no other apply is using them.
+func removeLeftSpares(workRoot string) {
+	left, _ := filepath.Glob(filepath.Join(workRoot, ".spare-*"))
+	for _, s := range left {
+		_ = os.RemoveAll(s)
+	}
+}
+
 // drain removes the spares.
 func (w *spareWork) drain() {
 	w.mu.Lock()

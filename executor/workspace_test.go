@@ -273,6 +273,14 @@ if [ -e "$HEMRA_WORKDIR/../../odd" ]; then rm "$HEMRA_WORKDIR/../../odd"; chmod 
 		"tasks/t/tests/test.sh": "#!/bin/sh\necho extra > \"$HEMRA_TESTS_DIR/extra.txt\"\ntest ! -e \"$HEMRA_AGENT_LOGS/exit-code.txt\" && grep -q hello \"$HEMRA_WORKDIR/hello.txt\" && echo 1 > \"$HEMRA_VERIFIER_LOGS/reward.txt\" || echo 0 > \"$HEMRA_VERIFIER_LOGS/reward.txt\"\n",
 	})
 	e := newEnv(t, dir)
+	// A spare a killed apply left: the next apply removes it.
+	left := filepath.Join(e.store, "work", ".spare-1-1", "app")
+	if err := os.MkdirAll(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(left, "secret.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rep, _ := e.apply(context.Background(), 1)
 	if len(rep.Attempts) != 6 {
 		t.Fatalf("%d attempts, want 6", len(rep.Attempts))
