@@ -216,23 +216,12 @@ func migrateV2(tx *bolt.Tx) error {
 // are rebuilt rather than rewritten in place: values that get smaller
 // would leave their pages as sparse as they were.
 func migrateV3(tx *bolt.Tx) error {
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return err
-		}
-	}
-	pack := func(_, v []byte) []byte {
+	return repackBuckets(tx, func(_, v []byte) []byte {
 		if packed(v) {
 			return bytes.Clone(v)
 		}
 		return packValue(v)
-	}
-	for _, name := range [][]byte{bucketAttempts, bucketGroups} {
-		if err := repackBucket(tx, name, pack); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
+	}, bucketAttempts, bucketGroups)
 }
 
 // migrateV4 upgrades v4 to v5 by rewriting every Current value of the
@@ -241,25 +230,14 @@ func migrateV3(tx *bolt.Tx) error {
 // is, for state check to report: the upgrade loses nothing. Both buckets
 // are rebuilt, as in migrateV3.
 func migrateV4(tx *bolt.Tx) error {
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return err
-		}
-	}
-	rewrite := func(_, v []byte) []byte {
+	return repackBuckets(tx, func(_, v []byte) []byte {
 		c, err := decodeCurrent(v)
 		if err != nil {
 			return bytes.Clone(v)
 		}
 		enc, _ := encodeCurrent(c)
 		return enc
-	}
-	for _, name := range [][]byte{bucketCurrent, bucketImported} {
-		if err := repackBucket(tx, name, rewrite); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	return nil
+	}, bucketCurrent, bucketImported)
 }
 
 // migrateV5 upgrades v5 to v6 by rewriting every summary without its id
@@ -267,12 +245,7 @@ func migrateV4(tx *bolt.Tx) error {
 // same Summary. A summary that does not decode is kept as it is, for
 // state check to report. The bucket is rebuilt, as in migrateV3.
 func migrateV5(tx *bolt.Tx) error {
-	for _, name := range allBuckets {
-		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return err
-		}
-	}
-	rewrite := func(k, v []byte) []byte {
+	return repackBuckets(tx, func(k, v []byte) []byte {
 		s, err := decodeStoredSummary(k, v)
 		if err != nil {
 			return bytes.Clone(v)
@@ -282,9 +255,21 @@ func migrateV5(tx *bolt.Tx) error {
 			return bytes.Clone(v)
 		}
 		return enc
+	}, bucketSummaries)
+}
+
+// repackBuckets makes every bucket the store has (an older store may lack
+// some) and rebuilds the buckets named with repackBucket and pack.
+func repackBuckets(tx *bolt.Tx, pack func(k, v []byte) []byte, names ...[]byte) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
 	}
-	if err := repackBucket(tx, bucketSummaries, rewrite); err != nil {
-		return fmt.Errorf("%s: %w", bucketSummaries, err)
+	for _, name := range names {
+		if err := repackBucket(tx, name, pack); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	return nil
 }
