@@ -415,21 +415,7 @@ func TestMigrateV5EqualsWrittenNew(t *testing.T) {
 	if n != len(attempts)+1 {
 		t.Fatalf("the format-5 store has %d summaries, want %d", n, len(attempts)+1)
 	}
-	want := currents(t, fresh)
-	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("read from format 5:\n%v\nwant\n%v", got, want)
-	}
-	r, err := Open(old, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
-		t.Errorf("Check of the format-5 store: %+v, %v", rep, err)
-	}
-	checkMigrated(t, old, fresh, attempts)
-	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("read after the upgrade:\n%v\nwant\n%v", got, want)
-	}
+	checkReadThenUpgraded(t, old, fresh, attempts, 5)
 }
 
 // writeV4 turns the store at dir (format 6) into what format 4 wrote:
@@ -530,16 +516,25 @@ func TestMigrateV4EqualsWrittenNew(t *testing.T) {
 	if n != len(attempts)+1 {
 		t.Fatalf("the format-4 store has %d index entries, want %d", n, len(attempts)+1)
 	}
+	checkReadThenUpgraded(t, old, fresh, attempts, 4)
+}
+
+// checkReadThenUpgraded checks that the store at old, in an older format,
+// reads (every index entry and its summary) as the one at fresh and
+// checks clean as it is, then upgrades to what fresh holds and still
+// reads the same.
+func checkReadThenUpgraded(t *testing.T, old, fresh string, attempts []*Attempt, format int) {
+	t.Helper()
 	want := currents(t, fresh)
 	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("read from format 4:\n%v\nwant\n%v", got, want)
+		t.Errorf("read from format %d:\n%v\nwant\n%v", format, got, want)
 	}
 	r, err := Open(old, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := r.Check(); err != nil || len(rep.Problems) != 0 {
-		t.Errorf("Check of the format-4 store: %+v, %v", rep, err)
+		t.Errorf("Check of the format-%d store: %+v, %v", format, rep, err)
 	}
 	checkMigrated(t, old, fresh, attempts)
 	if got := currents(t, old); fmt.Sprint(got) != fmt.Sprint(want) {
