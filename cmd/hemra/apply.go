@@ -83,7 +83,7 @@ func (c *ApplyCmd) Run(g *Globals) error {
 	// the plan and its application.
 	store, err := state.Open(g.StorePath(), state.Options{Writer: true, LockTimeout: c.LockTimeout, Command: "hemra apply"})
 	if err != nil {
-		return lockError(g, err)
+		return lockError(err, "applying in")
 	}
 	defer store.Close()
 	for _, w := range store.Exposure() {
@@ -470,11 +470,12 @@ func removeLeftovers(g *Globals, p *docker.Provider, jsonOut bool) {
 	}
 }
 
-// lockError explains a held writer lock.
-func lockError(g *Globals, err error) error {
+// lockError explains a held writer lock: another hemra is doing ("applying
+// in", "writing") this store.
+func lockError(err error, doing string) error {
 	var locked *state.ErrLocked
 	if errors.As(err, &locked) {
-		return fmt.Errorf("%v\nAnother hemra is applying in this store. Wait for it, or pass -lock-timeout=5m to wait up to that long", err)
+		return fmt.Errorf("%v\nAnother hemra is %s this store. Wait for it, or pass -lock-timeout=5m to wait up to that long", err, doing)
 	}
 	return err
 }

@@ -124,7 +124,7 @@ func (c *HarnessCheckCmd) Run(g *Globals) error {
 	}
 	store, err := state.Open(storeDir, state.Options{Writer: true, Command: "hemra harness check"})
 	if err != nil {
-		return lockError(g, err)
+		return lockError(err, "applying in")
 	}
 	defer store.Close()
 	if keep {

@@ -44,7 +44,7 @@ func (c *ImportCmd) Run(g *Globals) error {
 	}
 	store, err := state.Open(g.StorePath(), state.Options{Writer: true, Command: "hemra import", LockTimeout: c.LockTimeout})
 	if err != nil {
-		return lockError(g, err)
+		return lockError(err, "applying in")
 	}
 	defer store.Close()
 	var rep *results.ImportReport

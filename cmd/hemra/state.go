@@ -552,11 +552,7 @@ type stateCompactJSON struct {
 func (c *StateCompactCmd) Run(g *Globals) error {
 	rep, err := state.Compact(g.StorePath(), state.Options{LockTimeout: c.LockTimeout, Command: "hemra state compact"})
 	if rep == nil {
-		var locked *state.ErrLocked
-		if errors.As(err, &locked) {
-			return fmt.Errorf("%v\nAnother hemra is writing this store. Wait for it, or pass -lock-timeout=5m to wait up to that long", err)
-		}
-		return err
+		return lockError(err, "writing")
 	}
 	if c.JSON {
 		if jerr := writeJSON(g.Stdout, stateCompactJSON{FormatVersion: stateJSONVersion, Compact: rep}); jerr != nil {
